@@ -1,0 +1,82 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "Tollgate",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "tollgate", targets: ["tollgate"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+    ],
+    targets: [
+        // OpenSSL libcrypto from the system (libssl-dev): all hashing, HMAC and randomness.
+        .systemLibrary(
+            name: "CLibCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(name: "TollgateCrypto", dependencies: ["CLibCrypto"], swiftSettings: swiftSettings),
+        // Pure cores: no sockets, no files, no clocks.
+        .target(name: "TollgatePolicy", swiftSettings: swiftSettings),
+        .target(name: "TollgateToken", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
+        .target(name: "TollgateSignature", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
+        // Object store: files + SQLite metadata.
+        .target(
+            name: "TollgateStore",
+            dependencies: [
+                "TollgateCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP layer: token endpoint and object gateway.
+        .target(
+            name: "TollgateServer",
+            dependencies: [
+                "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "tollgate",
+            dependencies: [
+                "TollgateServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(name: "PolicyBench", dependencies: ["TollgatePolicy"], path: "bench/PolicyBench", swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateCryptoTests", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateTokenTests", dependencies: ["TollgateToken", "TollgateCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateStoreTests", dependencies: ["TollgateStore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TollgateServerTests",
+            dependencies: [
+                "TollgateServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

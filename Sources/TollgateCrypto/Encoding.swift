@@ -1,0 +1,124 @@
+/// Hex and base64 encodings used by the signature and token formats.
+public enum Hex {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    public static func encode<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes lower- or upper-case hex; nil for odd length or a non-hex character.
+    public static func decode(_ string: some StringProtocol) -> [UInt8]? {
+        let utf8 = Array(string.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = value(utf8[index]), let low = value(utf8[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+
+    private static func value(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+public enum Base64 {
+    private static let standard = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    private static let url = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// Standard base64 with padding (Content-MD5, OSS V1 signatures, checksums).
+    public static func encode<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
+        encode(Array(bytes), alphabet: standard, pad: true)
+    }
+
+    /// base64url without padding (tokens).
+    public static func encodeURL<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
+        encode(Array(bytes), alphabet: url, pad: false)
+    }
+
+    private static func encode(_ bytes: [UInt8], alphabet: [UInt8], pad: Bool) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i + 3 <= bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest == 1 {
+            let n = UInt32(bytes[i]) << 16
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
+            if pad { out += Array("==".utf8) }
+        } else if rest == 2 {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)]]
+            if pad { out += Array("=".utf8) }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes standard or url-safe base64, padded or not. Strict: any other character,
+    /// or impossible trailing bits, gives nil.
+    public static func decode(_ string: some StringProtocol) -> [UInt8]? {
+        var chars = Array(string.utf8)
+        while chars.last == UInt8(ascii: "=") { chars.removeLast() }
+        return decode(chars: chars)
+    }
+
+    /// Decodes base64url without padding, and nothing else: every byte string has exactly one
+    /// accepted encoding, so changing any character of a token changes the bytes it decodes to.
+    public static func decodeURLStrict(_ string: some StringProtocol) -> [UInt8]? {
+        let chars = Array(string.utf8)
+        guard !chars.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "=") }) else {
+            return nil
+        }
+        return decode(chars: chars)
+    }
+
+    private static func decode(chars: [UInt8]) -> [UInt8]? {
+        if chars.count % 4 == 1 { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(chars.count * 3 / 4)
+        var buffer: UInt32 = 0
+        var bits = 0
+        for c in chars {
+            guard let v = value(c) else { return nil }
+            buffer = buffer << 6 | UInt32(v)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: buffer >> UInt32(bits)))
+            }
+        }
+        // Leftover bits must be zero, so that each byte string has exactly one encoding.
+        if bits > 0, buffer & ((1 << UInt32(bits)) - 1) != 0 { return nil }
+        return out
+    }
+
+    private static func value(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): c - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): c - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"), UInt8(ascii: "-"): 62
+        case UInt8(ascii: "/"), UInt8(ascii: "_"): 63
+        default: nil
+        }
+    }
+}

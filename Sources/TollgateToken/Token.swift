@@ -1,0 +1,207 @@
+import Foundation
+import TollgateCrypto
+
+/// What a security token says. Serialised as compact JSON with short, sorted keys.
+public struct TokenClaims: Codable, Sendable, Equatable {
+    /// Token format version; this code writes and reads 1.
+    public var version: Int
+    /// Which root secret signed the token (see `SigningKey.id`). Travels in the token's
+    /// header, outside the claims JSON, so the key is chosen before anything is parsed.
+    public var keyId: String = ""
+    /// The temporary access key id, `STS.` followed by 24 random characters.
+    public var accessKeyId: String
+    /// Issue time, seconds since 1970. Also the start of validity.
+    public var issuedAt: Int64
+    /// Expiry, seconds since 1970.
+    public var expiresAt: Int64
+    /// The app user the token was issued for, if any (`${user}`, `${aws:username}`, `${jwt:sub}`).
+    public var subject: String?
+    /// Role name; its policy is read by name at request time, so policy edits apply at once.
+    public var role: String
+    /// Session name, for logs and `aws:userid`.
+    public var sessionName: String
+    /// A session policy (JSON text) that narrows the role policy, if one was given.
+    public var sessionPolicy: String?
+    /// Further claims (`jwt:*` condition keys) carried from app authentication.
+    public var claims: [String: String]?
+
+    public init(
+        keyId: String, accessKeyId: String, issuedAt: Int64, expiresAt: Int64, subject: String?,
+        role: String, sessionName: String, sessionPolicy: String? = nil, claims: [String: String]? = nil
+    ) {
+        self.version = 1
+        self.keyId = keyId
+        self.accessKeyId = accessKeyId
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.subject = subject
+        self.role = role
+        self.sessionName = sessionName
+        self.sessionPolicy = sessionPolicy
+        self.claims = claims
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case version = "v", accessKeyId = "ak", issuedAt = "iat", expiresAt = "exp"
+        case subject = "sub", role, sessionName = "sn", sessionPolicy = "sp", claims = "ctx"
+    }
+
+    public var expiration: Date { Date(timeIntervalSince1970: TimeInterval(expiresAt)) }
+}
+
+/// Why a token was refused.
+public enum TokenError: Error, Equatable, Sendable, CustomStringConvertible {
+    case malformed(String)
+    case badSignature
+    case expired(at: Int64)
+    case notYetValid(from: Int64)
+    case unknownKey(String)
+
+    public var description: String {
+        switch self {
+        case .malformed(let why): "malformed token: \(why)"
+        case .badSignature: "bad signature"
+        case .expired(let at): "expired at \(Timestamp.iso8601(at))"
+        case .notYetValid(let from): "not valid before \(Timestamp.iso8601(from))"
+        case .unknownKey(let id): "signed with unknown key \(id)"
+        }
+    }
+}
+
+/// Keys derived from one root secret. Every instance holding the same root secret derives the
+/// same keys, so any of them verifies any token: no shared state.
+public struct SigningKey: Sendable {
+    /// Public identifier of the root secret: the first 8 bytes of HMAC(root, "tollgate/key-id"), hex.
+    public let id: String
+    let macKey: [UInt8]
+    let secretKey: [UInt8]
+
+    public init(rootSecret: String) throws(CryptoError) {
+        let root = Array(rootSecret.utf8)
+        id = Hex.encode(try Crypto.hmacSHA256(key: root, "tollgate/key-id/v1").prefix(8))
+        macKey = try Crypto.hmacSHA256(key: root, "tollgate/token-mac/v1")
+        secretKey = try Crypto.hmacSHA256(key: root, "tollgate/temporary-secret/v1")
+    }
+
+    func mac(_ signedPart: Substring) throws(CryptoError) -> [UInt8] {
+        try Crypto.hmacSHA256(key: macKey, data: Array(signedPart.utf8))
+    }
+
+    /// The temporary secret of a token: derived from its identity, never stored.
+    func temporarySecret(for claims: TokenClaims) throws(CryptoError) -> String {
+        let identity = "\(claims.accessKeyId)\n\(claims.issuedAt)\n\(claims.expiresAt)"
+        return Base64.encodeURL(try Crypto.hmacSHA256(key: secretKey, identity))
+    }
+}
+
+/// The credentials handed to a client, in the order the token endpoint prints them.
+public struct IssuedCredentials: Sendable {
+    public let accessKeyId: String
+    public let accessKeySecret: String
+    public let securityToken: String
+    public let claims: TokenClaims
+}
+
+/// Mints and verifies security tokens.
+///
+/// Format: `TG1.<key id>.<base64url(claims JSON)>.<base64url(HMAC-SHA256(macKey, "TG1.<key id>.<claims>"))>`.
+/// The current key signs; previous keys (rotated-out root secrets) only verify. The MAC is
+/// checked before the claims are parsed.
+public struct TokenService: Sendable {
+    public static let prefix = "TG1"
+    /// Issuers' clocks may differ a little; a token from up to a minute in the future is accepted.
+    public static let allowedClockSkew: Int64 = 60
+
+    public let current: SigningKey
+    let keys: [String: SigningKey]
+
+    public init(rootSecret: String, previousSecrets: [String] = []) throws(CryptoError) {
+        current = try SigningKey(rootSecret: rootSecret)
+        var keys = [current.id: current]
+        for secret in previousSecrets {
+            let key = try SigningKey(rootSecret: secret)
+            if keys[key.id] == nil { keys[key.id] = key }
+        }
+        self.keys = keys
+    }
+
+    public func issue(
+        subject: String?, role: String, sessionName: String? = nil, sessionPolicy: String? = nil,
+        claims extra: [String: String]? = nil, duration: Int64, now: Date
+    ) throws(CryptoError) -> IssuedCredentials {
+        let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
+        let accessKeyId = "STS." + (try Self.randomAlphanumeric(24))
+        let claims = TokenClaims(
+            keyId: current.id, accessKeyId: accessKeyId, issuedAt: issuedAt, expiresAt: issuedAt + duration,
+            subject: subject, role: role, sessionName: sessionName ?? accessKeyId, sessionPolicy: sessionPolicy,
+            claims: extra
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let payload: Data
+        do { payload = try encoder.encode(claims) } catch { preconditionFailure("claims always encode: \(error)") }
+        let signedPart = "\(Self.prefix).\(current.id).\(Base64.encodeURL(payload))"
+        let token = "\(signedPart).\(Base64.encodeURL(try current.mac(signedPart[...])))"
+        return IssuedCredentials(
+            accessKeyId: accessKeyId, accessKeySecret: try current.temporarySecret(for: claims),
+            securityToken: token, claims: claims
+        )
+    }
+
+    /// Verifies a token and returns its claims and temporary secret, or the reason it is refused.
+    /// Checks, in order: structure, key id, signature, validity period.
+    public func verify(_ token: String, now: Date) throws(TokenError) -> (claims: TokenClaims, secret: String) {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == Self.prefix else { throw .malformed("not a \(Self.prefix) token") }
+        guard let key = keys[String(parts[1])] else { throw .unknownKey(String(parts[1].prefix(16))) }
+        guard let payload = Base64.decodeURLStrict(parts[2]), let mac = Base64.decodeURLStrict(parts[3]) else {
+            throw .malformed("bad encoding")
+        }
+        let signedPart = token[token.startIndex..<parts[3].startIndex].dropLast()
+        let expected: [UInt8]
+        do { expected = try key.mac(signedPart) } catch { throw .badSignature }
+        guard Crypto.constantTimeEqual(expected, mac) else { throw .badSignature }
+        var claims: TokenClaims
+        do { claims = try JSONDecoder().decode(TokenClaims.self, from: Data(payload)) } catch {
+            throw .malformed("bad claims")
+        }
+        guard claims.version == 1 else { throw .malformed("unsupported version \(claims.version)") }
+        claims.keyId = key.id
+        let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
+        guard nowSeconds < claims.expiresAt else { throw .expired(at: claims.expiresAt) }
+        guard nowSeconds + Self.allowedClockSkew >= claims.issuedAt else { throw .notYetValid(from: claims.issuedAt) }
+        let secret: String
+        do { secret = try key.temporarySecret(for: claims) } catch { throw .badSignature }
+        return (claims, secret)
+    }
+
+    static func randomAlphanumeric(_ count: Int) throws(CryptoError) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        var out = [UInt8]()
+        while out.count < count {
+            // Rejection sampling keeps every character equally likely (248 = 4 × 62).
+            for byte in try Crypto.randomBytes(count: count * 2) where byte < 248 && out.count < count {
+                out.append(alphabet[Int(byte) % alphabet.count])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// The one timestamp format of the token endpoint: UTC `yyyy-MM-ddTHH:mm:ssZ`, no fractions.
+public enum Timestamp {
+    public static func iso8601(_ seconds: Int64) -> String {
+        var time = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02dZ",
+            Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
+            Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec)
+        )
+    }
+
+    public static func iso8601(_ date: Date) -> String {
+        iso8601(Int64(date.timeIntervalSince1970.rounded(.down)))
+    }
+}
