@@ -1,0 +1,195 @@
+/// The outcome of authorising one request.
+public struct PolicyDecision: Sendable, Hashable, CustomStringConvertible {
+    public enum Outcome: String, Sendable, Hashable {
+        case allow
+        /// A Deny statement matched; it beats every Allow.
+        case explicitDeny
+        /// No statement allowed the request.
+        case implicitDeny
+    }
+
+    public var outcome: Outcome
+    /// The statement that decided (the first matching Deny, else the first matching Allow);
+    /// nil for an implicit deny.
+    public var statement: StatementReference?
+    /// For an implicit deny: the policy file in which no statement allowed the request.
+    public var policyFile: String?
+
+    public var isAllowed: Bool { outcome == .allow }
+
+    /// `Allow`, `Deny (explicit)` or `Deny (implicit)`.
+    public var summary: String {
+        switch outcome {
+        case .allow: "Allow"
+        case .explicitDeny: "Deny (explicit)"
+        case .implicitDeny: "Deny (implicit)"
+        }
+    }
+
+    /// The summary and the deciding statement, e.g. `Allow by policy/all_policy.txt:2 (statement 1)`.
+    public var description: String {
+        if let statement { return "\(summary) by \(statement)" }
+        if let policyFile { return "\(summary): no statement in \(policyFile) allows the request" }
+        return summary
+    }
+}
+
+/// What a statement's Action must match: a gateway operation (through the precomputed mask)
+/// or a raw action string in its namespace (for actions outside the table).
+enum RequestAction {
+    case operation(GatewayOperation)
+    case raw(ActionNamespace, [UInt8])
+}
+
+extension Policy {
+    /// Authorises `operation` on `bucket`/`key` (nil where the operation's level has none).
+    public func evaluate(_ operation: GatewayOperation, bucket: String?, key: String?, context: RequestContext) -> PolicyDecision {
+        guard let resource = Self.resourceBytes(level: operation.resourceLevel, bucket: bucket, key: key) else {
+            return PolicyDecision(outcome: .implicitDeny, statement: nil, policyFile: file)
+        }
+        return decide(.operation(operation), resource: resource, context: context)
+    }
+
+    /// Authorises one check (see ``GatewayOperation/requiredChecks(bucket:key:sourceBucket:sourceKey:)``).
+    public func evaluate(_ check: PolicyCheck, context: RequestContext) -> PolicyDecision {
+        evaluate(check.operation, bucket: check.bucket, key: check.key, context: context)
+    }
+
+    /// Authorises a raw action such as `oss:GetObjectAcl` (case-insensitive, `oss:` or `s3:`),
+    /// matched only by patterns of its own namespace and `*`. The resource level follows from
+    /// which of `bucket` and `key` are given. Nil when `action` is not `oss:NAME`/`s3:NAME`.
+    public func evaluate(action: String, bucket: String?, key: String?, context: RequestContext) -> PolicyDecision? {
+        guard let parsed = Self.parseRawAction(action) else { return nil }
+        let level: ResourceLevel = bucket == nil ? .service : (key == nil ? .bucket : .object)
+        let resource = Self.resourceBytes(level: level, bucket: bucket, key: key) ?? []
+        return decide(parsed, resource: resource, context: context)
+    }
+
+    static func parseRawAction(_ action: String) -> RequestAction? {
+        let lowered = action.lowercased()
+        if lowered.hasPrefix("oss:") && lowered.count > 4 { return .raw(.oss, Array(lowered.utf8.dropFirst(4))) }
+        if lowered.hasPrefix("s3:") && lowered.count > 3 { return .raw(.s3, Array(lowered.utf8.dropFirst(3))) }
+        return nil
+    }
+
+    /// The string resource patterns are matched against: empty for the service, `bucket` for a
+    /// bucket, `bucket/key` for an object.
+    static func resourceBytes(level: ResourceLevel, bucket: String?, key: String?) -> [UInt8]? {
+        switch level {
+        case .service:
+            return []
+        case .bucket:
+            guard let bucket, !bucket.isEmpty else { return nil }
+            return Array(bucket.utf8)
+        case .object:
+            guard let bucket, !bucket.isEmpty, let key else { return nil }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(bucket.utf8.count + key.utf8.count + 1)
+            bytes.append(contentsOf: bucket.utf8)
+            bytes.append(UInt8(ascii: "/"))
+            bytes.append(contentsOf: key.utf8)
+            return bytes
+        }
+    }
+
+    /// Explicit Deny beats Allow beats implicit deny.
+    func decide(_ action: RequestAction, resource: [UInt8], context: RequestContext) -> PolicyDecision {
+        var allowedBy: StatementReference?
+        for statement in statements {
+            guard statement.applies(action, resource: resource, context: context) else { continue }
+            if statement.effect == .deny {
+                return PolicyDecision(outcome: .explicitDeny, statement: statement.reference, policyFile: nil)
+            }
+            if allowedBy == nil { allowedBy = statement.reference }
+        }
+        if let allowedBy { return PolicyDecision(outcome: .allow, statement: allowedBy, policyFile: nil) }
+        return PolicyDecision(outcome: .implicitDeny, statement: nil, policyFile: file)
+    }
+}
+
+extension CompiledStatement {
+    /// Whether the statement matches the request. A policy variable with no value in the
+    /// request never widens access: in an Allow statement the element it sits in fails, in a
+    /// Deny statement it holds (so the Deny still applies).
+    func applies(_ action: RequestAction, resource: [UInt8], context: RequestContext) -> Bool {
+        let listed: Bool
+        switch action {
+        case .operation(let op):
+            listed = operationMask & op.bit != 0
+        case .raw(let ns, let name):
+            listed = actions.contains { $0.matches(namespace: ns, loweredName: name) }
+        }
+        guard listed != notAction else { return false }
+
+        let unresolvedResult = effect == .deny
+        var matched = false, unresolved = false
+        for r in resources {
+            switch r.pattern.matches(resource, in: context) {
+            case true?: matched = true
+            case nil: unresolved = true
+            case false?: break
+            }
+            if matched { break }
+        }
+        let resourceOK: Bool
+        if notResource {
+            resourceOK = unresolved ? unresolvedResult : !matched
+        } else {
+            resourceOK = matched || (unresolved && unresolvedResult)
+        }
+        guard resourceOK else { return false }
+
+        for c in conditions {
+            let result = c.evaluate(context) ?? unresolvedResult
+            if !result { return false }
+        }
+        return true
+    }
+}
+
+/// The permission of a session: the role's policy intersected with the session policy, if any.
+/// A request is allowed only when both allow it; an explicit Deny in either denies it.
+public struct EffectivePolicy: Sendable {
+    public let role: Policy
+    public let session: Policy?
+
+    public init(role: Policy, session: Policy? = nil) {
+        self.role = role
+        self.session = session
+    }
+
+    public func evaluate(_ operation: GatewayOperation, bucket: String?, key: String?, context: RequestContext) -> PolicyDecision {
+        combine(role.evaluate(operation, bucket: bucket, key: key, context: context),
+                session?.evaluate(operation, bucket: bucket, key: key, context: context))
+    }
+
+    public func evaluate(_ check: PolicyCheck, context: RequestContext) -> PolicyDecision {
+        evaluate(check.operation, bucket: check.bucket, key: check.key, context: context)
+    }
+
+    /// Authorises every check (for copy: read the source, write the target); the first
+    /// non-allow decides, otherwise the last allow.
+    public func evaluate(_ checks: [PolicyCheck], context: RequestContext) -> PolicyDecision {
+        var last = PolicyDecision(outcome: .implicitDeny, statement: nil, policyFile: role.file)
+        for check in checks {
+            last = evaluate(check, context: context)
+            if !last.isAllowed { return last }
+        }
+        return last
+    }
+
+    /// A raw action (see ``Policy/evaluate(action:bucket:key:context:)``); nil when malformed.
+    public func evaluate(action: String, bucket: String?, key: String?, context: RequestContext) -> PolicyDecision? {
+        guard let r = role.evaluate(action: action, bucket: bucket, key: key, context: context) else { return nil }
+        return combine(r, session?.evaluate(action: action, bucket: bucket, key: key, context: context))
+    }
+
+    func combine(_ r: PolicyDecision, _ s: PolicyDecision?) -> PolicyDecision {
+        guard let s else { return r }
+        if r.outcome == .explicitDeny { return r }
+        if s.outcome == .explicitDeny { return s }
+        if r.outcome == .implicitDeny { return r }
+        if s.outcome == .implicitDeny { return s }
+        return r
+    }
+}

@@ -1,0 +1,173 @@
+/// The resource an operation acts on, which decides the resource string a policy must match:
+/// `*`-only for the service, `bucket` for a bucket, `bucket/key` for an object.
+public enum ResourceLevel: String, Sendable, Hashable {
+    case service
+    case bucket
+    case object
+}
+
+/// Every operation the object gateway serves, each with the canonical policy action it needs.
+///
+/// The OSS and S3 names follow the providers' own mappings, so a RAM policy (`oss:` actions)
+/// governs S3 clients and an IAM policy (`s3:` actions) governs OSS clients.
+///
+/// | Operation | OSS action | S3 action | Resource |
+/// |---|---|---|---|
+/// | listBuckets | `oss:ListBuckets` | `s3:ListAllMyBuckets` | service |
+/// | createBucket | `oss:PutBucket` | `s3:CreateBucket` | bucket |
+/// | headBucket | `oss:GetBucketInfo` | `s3:ListBucket` | bucket |
+/// | deleteBucket | `oss:DeleteBucket` | `s3:DeleteBucket` | bucket |
+/// | getBucketLocation | `oss:GetBucketLocation` | `s3:GetBucketLocation` | bucket |
+/// | listObjects | `oss:ListObjects` | `s3:ListBucket` | bucket |
+/// | listObjectsV2 | `oss:ListObjects` | `s3:ListBucket` | bucket |
+/// | listMultipartUploads | `oss:ListMultipartUploads` | `s3:ListBucketMultipartUploads` | bucket |
+/// | getObject | `oss:GetObject` | `s3:GetObject` | object |
+/// | headObject | `oss:GetObject` | `s3:GetObject` | object |
+/// | getObjectMeta | `oss:GetObject` | `s3:GetObject` | object |
+/// | putObject | `oss:PutObject` | `s3:PutObject` | object |
+/// | appendObject | `oss:PutObject` | `s3:PutObject` | object |
+/// | deleteObject | `oss:DeleteObject` | `s3:DeleteObject` | object |
+/// | deleteObjects | `oss:DeleteObject` | `s3:DeleteObject` | object (checked per key) |
+/// | copyObject | `oss:PutObject` + `oss:GetObject` on the source | `s3:PutObject` + `s3:GetObject` on the source | object |
+/// | createMultipartUpload | `oss:PutObject` | `s3:PutObject` | object |
+/// | uploadPart | `oss:PutObject` | `s3:PutObject` | object |
+/// | uploadPartCopy | `oss:PutObject` + `oss:GetObject` on the source | `s3:PutObject` + `s3:GetObject` on the source | object |
+/// | completeMultipartUpload | `oss:PutObject` | `s3:PutObject` | object |
+/// | abortMultipartUpload | `oss:AbortMultipartUpload` | `s3:AbortMultipartUpload` | object |
+/// | listParts | `oss:ListParts` | `s3:ListMultipartUploadParts` | object |
+///
+/// Operations that touch more than one resource (copy, delete of several keys) are authorised
+/// with ``requiredChecks(bucket:key:sourceBucket:sourceKey:)``: every check must be allowed.
+public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
+    case listBuckets
+    case createBucket
+    case headBucket
+    case deleteBucket
+    case getBucketLocation
+    case listObjects
+    case listObjectsV2
+    case listMultipartUploads
+    case getObject
+    case headObject
+    case getObjectMeta
+    case putObject
+    case appendObject
+    case deleteObject
+    case deleteObjects
+    case copyObject
+    case createMultipartUpload
+    case uploadPart
+    case uploadPartCopy
+    case completeMultipartUpload
+    case abortMultipartUpload
+    case listParts
+
+    /// The RAM action name, e.g. `oss:GetObject`.
+    public var ossAction: String {
+        switch self {
+        case .listBuckets: "oss:ListBuckets"
+        case .createBucket: "oss:PutBucket"
+        case .headBucket: "oss:GetBucketInfo"
+        case .deleteBucket: "oss:DeleteBucket"
+        case .getBucketLocation: "oss:GetBucketLocation"
+        case .listObjects, .listObjectsV2: "oss:ListObjects"
+        case .listMultipartUploads: "oss:ListMultipartUploads"
+        case .getObject, .headObject, .getObjectMeta: "oss:GetObject"
+        case .putObject, .appendObject, .copyObject, .createMultipartUpload, .uploadPart, .uploadPartCopy,
+             .completeMultipartUpload: "oss:PutObject"
+        case .deleteObject, .deleteObjects: "oss:DeleteObject"
+        case .abortMultipartUpload: "oss:AbortMultipartUpload"
+        case .listParts: "oss:ListParts"
+        }
+    }
+
+    /// The IAM action name, e.g. `s3:GetObject`.
+    public var s3Action: String {
+        switch self {
+        case .listBuckets: "s3:ListAllMyBuckets"
+        case .createBucket: "s3:CreateBucket"
+        case .headBucket: "s3:ListBucket"
+        case .deleteBucket: "s3:DeleteBucket"
+        case .getBucketLocation: "s3:GetBucketLocation"
+        case .listObjects, .listObjectsV2: "s3:ListBucket"
+        case .listMultipartUploads: "s3:ListBucketMultipartUploads"
+        case .getObject, .headObject, .getObjectMeta: "s3:GetObject"
+        case .putObject, .appendObject, .copyObject, .createMultipartUpload, .uploadPart, .uploadPartCopy,
+             .completeMultipartUpload: "s3:PutObject"
+        case .deleteObject, .deleteObjects: "s3:DeleteObject"
+        case .abortMultipartUpload: "s3:AbortMultipartUpload"
+        case .listParts: "s3:ListMultipartUploadParts"
+        }
+    }
+
+    /// Which resource string the operation is checked against.
+    public var resourceLevel: ResourceLevel {
+        switch self {
+        case .listBuckets: .service
+        case .createBucket, .headBucket, .deleteBucket, .getBucketLocation, .listObjects, .listObjectsV2,
+             .listMultipartUploads: .bucket
+        default: .object
+        }
+    }
+
+    /// The checks the gateway must make (all must be allowed) for one request.
+    ///
+    /// - `copyObject`/`uploadPartCopy`: `putObject` on the target and `getObject` on the source.
+    /// - `deleteObjects`: one `deleteObject` check per key; call this once per key in the request.
+    /// - everything else: the operation itself on `bucket`/`key`.
+    public func requiredChecks(bucket: String?, key: String?, sourceBucket: String? = nil, sourceKey: String? = nil) -> [PolicyCheck] {
+        switch self {
+        case .copyObject, .uploadPartCopy:
+            var checks = [PolicyCheck(operation: .putObject, bucket: bucket, key: key)]
+            checks.append(PolicyCheck(operation: .getObject, bucket: sourceBucket, key: sourceKey))
+            return checks
+        case .deleteObjects:
+            return [PolicyCheck(operation: .deleteObject, bucket: bucket, key: key)]
+        default:
+            return [PolicyCheck(operation: self, bucket: bucket, key: key)]
+        }
+    }
+
+    /// The operations whose action name, in the namespace of `action` (`oss:` or `s3:`), is `action`
+    /// (case-insensitive). Empty when the table has no such action.
+    public static func operations(forAction action: String) -> [GatewayOperation] {
+        let lowered = action.lowercased()
+        if lowered.hasPrefix("oss:") { return allCases.filter { $0.ossAction.lowercased() == lowered } }
+        if lowered.hasPrefix("s3:") { return allCases.filter { $0.s3Action.lowercased() == lowered } }
+        return []
+    }
+
+    /// The table above as Markdown (the source of `docs/actions.md`).
+    public static var markdownTable: String {
+        var out = "| Operation | OSS action | S3 action | Resource |\n|---|---|---|---|\n"
+        for op in allCases {
+            var oss = "`\(op.ossAction)`", s3 = "`\(op.s3Action)`"
+            var level = op.resourceLevel.rawValue
+            switch op {
+            case .copyObject, .uploadPartCopy:
+                oss += " + `oss:GetObject` on the source"
+                s3 += " + `s3:GetObject` on the source"
+            case .deleteObjects:
+                level += " (checked per key)"
+            default: break
+            }
+            out += "| \(op.rawValue) | \(oss) | \(s3) | \(level) |\n"
+        }
+        return out
+    }
+
+    var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
+}
+
+/// One authorisation check: an operation on a resource.
+public struct PolicyCheck: Sendable, Hashable {
+    public var operation: GatewayOperation
+    public var bucket: String?
+    public var key: String?
+
+    public init(operation: GatewayOperation, bucket: String?, key: String?) {
+        self.operation = operation
+        self.bucket = bucket
+        self.key = key
+    }
+}
