@@ -47,12 +47,13 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
+                "TollgateCrypto", "TollgatePolicy", "TollgateToken",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,0 +1,53 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import Prometheus
+import TollgateToken
+
+/// Everything a running Tollgate shares: the config, the token keys and the role policies.
+public struct TollgateState: Sendable {
+    public let config: TollgateConfig
+    public let root: RootCredentials
+    public let tokens: TokenService
+    public let policies: PolicyStore
+    public let clock: @Sendable () -> Date
+
+    public init(config: TollgateConfig, root: RootCredentials, policies: PolicyStore, clock: @escaping @Sendable () -> Date = { Date() }) throws {
+        self.config = config
+        self.root = root
+        self.tokens = try TokenService(rootSecret: root.accessKeySecret, previousSecrets: config.previousAccessKeySecrets)
+        self.policies = policies
+        self.clock = clock
+    }
+}
+
+/// The token listener's router (port 7080): token endpoint, `/healthz`, `/metrics`.
+public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorRegistry? = nil) -> Router<TollgateRequestContext> {
+    let router = Router(context: TollgateRequestContext.self)
+    router.add(middleware: TokenErrorMiddleware())
+    TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies, clock: state.clock)
+        .addRoutes(to: router)
+    router.get("/healthz") { _, _ in
+        TokenJSON.response(.ok, TokenJSON.object([("status", TokenJSON.quoted("ok")), ("roles", "\(state.policies.roleNames.count)")]))
+    }
+    if let metrics {
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer()))
+            )
+        }
+    }
+    return router
+}
+
+/// The token listener as a Hummingbird application (a swift-service-lifecycle `Service`).
+public func buildTokenApplication(state: TollgateState, metrics: PrometheusCollectorRegistry?, logger: Logger) -> some ApplicationProtocol {
+    Application(
+        router: buildTokenRouter(state: state, metrics: metrics),
+        configuration: .init(address: .hostname(state.config.listenAddress, port: state.config.port), serverName: "tollgate"),
+        logger: logger
+    )
+}

@@ -1,0 +1,242 @@
+import Foundation
+
+/// A configuration problem. Start-up prints `description` as one line and exits with code 2.
+public struct ConfigError: Error, CustomStringConvertible, Sendable {
+    public let file: String
+    public let message: String
+
+    public init(file: String, _ message: String) {
+        self.file = file
+        self.message = message
+    }
+
+    public var description: String { "\(file): \(message)" }
+}
+
+/// `config.json`: the five reference keys of Alibaba Cloud's STS app server, plus Tollgate's
+/// own extension keys (documented in README.md). Loading is pure: it reads the file and
+/// validates it, nothing else. `RootCredentials.resolve` does the first-start work.
+public struct TollgateConfig: Sendable {
+    /// Keys every deployment of the reference server already has.
+    public static let referenceKeys = ["AccessKeyID", "AccessKeySecret", "RoleArn", "TokenExpireTime", "PolicyFile"]
+    /// Tollgate's extension keys.
+    public static let extensionKeys = [
+        "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
+        "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode",
+    ]
+    public static let minimumTokenLifetime = 900
+    public static let maximumTokenLifetime = 43200
+    /// Shorter root secrets are refused outside development mode.
+    public static let minimumSecretLength = 32
+
+    /// The path the config was read from.
+    public var path: String
+    /// Directory of config.json; `PolicyFile`, `Roles` and `DataDirectory` are relative to it.
+    public var directory: String
+    public var accessKeyID: String
+    public var accessKeySecret: String
+    public var roleArn: String
+    /// Token lifetime in seconds, 900...43200.
+    public var tokenExpireTime: Int
+    /// The default role's policy file, resolved against `directory`.
+    public var policyFile: String
+    public var listenAddress: String
+    public var port: Int
+    public var gatewayAddress: String
+    public var gatewayPort: Int
+    public var gatewayBaseDomain: String?
+    public var dataDirectory: String
+    /// `$NAME` placeholder values for policy files.
+    public var variables: [String: String]
+    /// Buckets that exist at start-up.
+    public var buckets: [String]
+    /// Role name → policy file (resolved). Always contains `default` → `policyFile`.
+    public var roles: [String: String]
+    public var previousAccessKeySecrets: [String]
+    public var developmentMode: Bool
+    /// Keys that are neither reference nor extension keys; reported as a warning.
+    public var unknownKeys: [String]
+
+    public static let defaultRole = "default"
+
+    /// Reads and validates a config file. Environment variables `TOLLGATE_ACCESS_KEY_ID` and
+    /// `TOLLGATE_ACCESS_KEY_SECRET` override the file's root credentials (for Docker secrets).
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> TollgateConfig {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw ConfigError(file: path, "cannot read the file (\(Self.reason(error)))")
+        }
+        return try parse(data, path: path, environment: environment)
+    }
+
+    public static func parse(_ data: Data, path: String, environment: [String: String] = [:]) throws(ConfigError) -> TollgateConfig {
+        let object: [String: JSONValue]
+        do {
+            guard case .object(let parsed) = try JSONDecoder().decode(JSONValue.self, from: data) else {
+                throw ConfigError(file: path, "the top level must be a JSON object")
+            }
+            object = parsed
+        } catch let error as ConfigError {
+            throw error
+        } catch {
+            throw ConfigError(file: path, "invalid JSON (\(Self.reason(error)))")
+        }
+        var reader = Reader(object: object, path: path)
+        let directory = (path as NSString).deletingLastPathComponent
+        func resolve(_ file: String) -> String {
+            file.hasPrefix("/") || directory.isEmpty ? file : (directory as NSString).appendingPathComponent(file)
+        }
+
+        let lifetime = try reader.integer("TokenExpireTime", default: minimumTokenLifetime)
+        guard lifetime >= minimumTokenLifetime else {
+            throw ConfigError(file: path, "TokenExpireTime must be at least \(minimumTokenLifetime) seconds (got \(lifetime))")
+        }
+        guard lifetime <= maximumTokenLifetime else {
+            throw ConfigError(file: path, "TokenExpireTime must be at most \(maximumTokenLifetime) seconds (got \(lifetime))")
+        }
+        guard let policyFile = try reader.string("PolicyFile"), !policyFile.isEmpty else {
+            throw ConfigError(file: path, "PolicyFile is required (for example \"policy/all_policy.txt\")")
+        }
+        var roles = [defaultRole: resolve(policyFile)]
+        for (name, file) in try reader.stringMap("Roles") {
+            guard name.range(of: "^[A-Za-z0-9_.@-]{1,64}$", options: .regularExpression) != nil else {
+                throw ConfigError(file: path, "Roles: role name \"\(name)\" must be 1-64 of A-Z a-z 0-9 _ . @ -")
+            }
+            if name == defaultRole, resolve(file) != roles[defaultRole] {
+                throw ConfigError(file: path, "Roles: \"default\" is the PolicyFile role and cannot be redefined")
+            }
+            roles[name] = resolve(file)
+        }
+        let variables = try reader.stringMap("Variables")
+        var buckets = try reader.stringArray("Buckets")
+        if buckets.isEmpty, let bucket = variables["BUCKET_NAME"] { buckets = [bucket] }
+
+        var config = TollgateConfig(
+            path: path,
+            directory: directory,
+            accessKeyID: try reader.string("AccessKeyID") ?? "",
+            accessKeySecret: try reader.string("AccessKeySecret") ?? "",
+            roleArn: try reader.string("RoleArn") ?? "",
+            tokenExpireTime: lifetime,
+            policyFile: resolve(policyFile),
+            listenAddress: try reader.string("ListenAddress") ?? "0.0.0.0",
+            port: try reader.port("Port", default: 7080),
+            gatewayAddress: try reader.string("GatewayAddress") ?? "0.0.0.0",
+            gatewayPort: try reader.port("GatewayPort", default: 9000),
+            gatewayBaseDomain: try reader.string("GatewayBaseDomain").flatMap { $0.isEmpty ? nil : $0 },
+            dataDirectory: resolve(try reader.string("DataDirectory") ?? "data"),
+            variables: variables,
+            buckets: buckets,
+            roles: roles,
+            previousAccessKeySecrets: try reader.stringArray("PreviousAccessKeySecrets"),
+            developmentMode: try reader.bool("DevelopmentMode"),
+            unknownKeys: object.keys.filter { !referenceKeys.contains($0) && !extensionKeys.contains($0) }.sorted()
+        )
+        if let id = environment["TOLLGATE_ACCESS_KEY_ID"], !id.isEmpty { config.accessKeyID = id }
+        if let secret = environment["TOLLGATE_ACCESS_KEY_SECRET"], !secret.isEmpty { config.accessKeySecret = secret }
+        if let data = environment["TOLLGATE_DATA_DIR"], !data.isEmpty { config.dataDirectory = data }
+        if !config.accessKeySecret.isEmpty, config.accessKeySecret.utf8.count < minimumSecretLength, !config.developmentMode {
+            throw ConfigError(
+                file: path,
+                "AccessKeySecret must be at least \(minimumSecretLength) bytes (leave it empty to generate one, or set DevelopmentMode)"
+            )
+        }
+        return config
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        if case DecodingError.dataCorrupted(let context) = error {
+            let underlying = context.underlyingError.map { "\($0)" } ?? ""
+            return underlying.isEmpty ? context.debugDescription : underlying
+        }
+        return (error as NSError).localizedDescription
+    }
+
+    /// Typed access to the JSON object, with errors that name the key.
+    private struct Reader {
+        let object: [String: JSONValue]
+        let path: String
+
+        func fail(_ key: String, _ expected: String) -> ConfigError {
+            ConfigError(file: path, "\(key) must be \(expected)")
+        }
+
+        func value(_ key: String) -> JSONValue? {
+            guard let value = object[key], value != .null else { return nil }
+            return value
+        }
+
+        func string(_ key: String) throws(ConfigError) -> String? {
+            guard let value = value(key) else { return nil }
+            guard case .string(let string) = value else { throw fail(key, "a string") }
+            return string
+        }
+
+        func integer(_ key: String, default defaultValue: Int) throws(ConfigError) -> Int {
+            switch value(key) {
+            case nil:
+                return defaultValue
+            case .string(let string):
+                guard let number = Int(string.trimmingCharacters(in: .whitespaces)) else {
+                    throw fail(key, "a whole number of seconds, as a number or a string (got \"\(string)\")")
+                }
+                return number
+            case .number(let number) where number == number.rounded() && abs(number) < 1e15:
+                return Int(number)
+            default:
+                throw fail(key, "a whole number, as a number or a string")
+            }
+        }
+
+        func port(_ key: String, default defaultValue: Int) throws(ConfigError) -> Int {
+            let port = try integer(key, default: defaultValue)
+            guard (0...65535).contains(port) else { throw fail(key, "a port number 0-65535 (got \(port))") }
+            return port
+        }
+
+        func bool(_ key: String) throws(ConfigError) -> Bool {
+            switch value(key) {
+            case nil: return false
+            case .bool(let flag): return flag
+            default: throw fail(key, "true or false")
+            }
+        }
+
+        func stringArray(_ key: String) throws(ConfigError) -> [String] {
+            guard let value = value(key) else { return [] }
+            guard case .array(let items) = value else { throw fail(key, "an array of strings") }
+            var strings: [String] = []
+            for item in items {
+                guard case .string(let string) = item else { throw fail(key, "an array of strings") }
+                strings.append(string)
+            }
+            return strings
+        }
+
+        func stringMap(_ key: String) throws(ConfigError) -> [String: String] {
+            guard let value = value(key) else { return [:] }
+            guard case .object(let members) = value else { throw fail(key, "an object of strings") }
+            var map: [String: String] = [:]
+            for (name, item) in members {
+                guard case .string(let string) = item else { throw fail("\(key).\(name)", "a string") }
+                map[name] = string
+            }
+            return map
+        }
+    }
+}
+
+/// Any JSON value, for reading a config whose keys have mixed types.
+enum JSONValue: Decodable, Equatable {
+    case null, bool(Bool), number(Double), string(String), array([JSONValue]), object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let flag = try? container.decode(Bool.self) { self = .bool(flag) }
+        else if let number = try? container.decode(Double.self) { self = .number(number) }
+        else if let string = try? container.decode(String.self) { self = .string(string) }
+        else if let array = try? container.decode([JSONValue].self) { self = .array(array) }
+        else { self = .object(try container.decode([String: JSONValue].self)) }
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+import Hummingbird
+import Logging
+import Metrics
+import TollgateToken
+
+/// The token endpoint: `GET`/`POST` on `/`, `/sts/getkey` and `/sts/getsts` answer the JSON the
+/// OSS mobile SDKs parse. Anonymous callers get the default role with no subject.
+struct TokenController: Sendable {
+    static let paths: [RouterPath] = ["/", "/sts/getkey", "/sts/getsts"]
+
+    let tokens: TokenService
+    let lifetime: Int
+    let policies: PolicyStore
+    let clock: @Sendable () -> Date
+
+    func addRoutes(to router: Router<TollgateRequestContext>) {
+        for path in Self.paths {
+            router.get(path, use: issue)
+            router.post(path, use: issue)
+        }
+    }
+
+    @Sendable func issue(_ request: Request, context: TollgateRequestContext) async throws -> Response {
+        let role = TollgateConfig.defaultRole
+        guard policies.policy(forRole: role) != nil else {
+            throw TokenEndpointError(.serviceUnavailable, code: "PolicyUnavailable", message: "The role policy is not loaded")
+        }
+        let issued = try tokens.issue(subject: nil, role: role, duration: Int64(lifetime), now: clock())
+        context.logger.info(
+            "token issued",
+            metadata: [
+                "token.subject": "\(issued.claims.subject ?? "-")",
+                "token.role": "\(issued.claims.role)",
+                "token.access_key_id": "\(issued.accessKeyId)",
+                "token.expiration": "\(Timestamp.iso8601(issued.claims.expiresAt))",
+                "client.address": "\(context.clientAddress)",
+            ]
+        )
+        Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", role)]).increment()
+        return TokenJSON.response(.ok, TokenJSON.credentials(issued))
+    }
+}

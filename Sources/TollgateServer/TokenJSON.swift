@@ -1,0 +1,86 @@
+import Hummingbird
+import NIOCore
+import TollgateToken
+
+/// The token endpoint's JSON, written by hand so that the field order is exactly the one the
+/// OSS mobile SDKs' sample server prints (`JSONEncoder` does not promise an order).
+public enum TokenJSON {
+    public static func credentials(_ issued: IssuedCredentials) -> String {
+        object([
+            ("StatusCode", "200"),
+            ("AccessKeyId", quoted(issued.accessKeyId)),
+            ("AccessKeySecret", quoted(issued.accessKeySecret)),
+            ("SecurityToken", quoted(issued.securityToken)),
+            ("Expiration", quoted(Timestamp.iso8601(issued.claims.expiresAt))),
+        ])
+    }
+
+    public static func error(status: Int, code: String, message: String) -> String {
+        object([("StatusCode", String(status)), ("ErrorCode", quoted(code)), ("ErrorMessage", quoted(message))])
+    }
+
+    public static func object(_ members: [(String, String)]) -> String {
+        "{" + members.map { "\(quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+    }
+
+    /// A JSON string literal (RFC 8259 escaping).
+    public static func quoted(_ string: String) -> String {
+        var out = "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    public static func response(_ status: HTTPResponse.Status, _ body: String) -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: body))
+        )
+    }
+}
+
+/// An error of the token endpoint, rendered in the endpoint's JSON shape with HTTP status N.
+public struct TokenEndpointError: HTTPResponseError {
+    public let status: HTTPResponse.Status
+    public let code: String
+    public let message: String
+
+    public init(_ status: HTTPResponse.Status, code: String, message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        TokenJSON.response(status, TokenJSON.error(status: status.code, code: code, message: message))
+    }
+}
+
+/// Turns every error of the token listener into the JSON shape: nothing escapes as a bare 500.
+struct TokenErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as TokenEndpointError {
+            throw error
+        } catch let error as HTTPError where error.status == .notFound {
+            throw TokenEndpointError(.notFound, code: "NotFound", message: "No such endpoint: \(request.uri.path)")
+        } catch let error as HTTPError where error.status == .methodNotAllowed {
+            throw TokenEndpointError(.methodNotAllowed, code: "MethodNotAllowed", message: "Use GET or POST")
+        } catch {
+            context.logger.error("token endpoint failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
+            throw TokenEndpointError(.internalServerError, code: "InternalError", message: "The server could not issue a token")
+        }
+    }
+}

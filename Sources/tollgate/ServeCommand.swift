@@ -1,0 +1,61 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
+import TollgateServer
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the token endpoint and the object gateway.")
+
+    @Option(name: .long, help: "Path of config.json.")
+    var config = "config.json"
+
+    func run() async throws {
+        let config = try loadConfigOrExit(config)
+        let root = try resolveRootOrExit(config)
+        let policies: PolicyStore
+        do {
+            policies = try PolicyStore(config: config)
+        } catch {
+            for diagnostic in error.diagnostics { printError("tollgate: policy error: \(diagnostic)") }
+            throw ExitCode(2)
+        }
+
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardOutput(label: label)
+            handler.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+            return handler
+        }
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let logger = Logger(label: "tollgate")
+
+        if !config.unknownKeys.isEmpty {
+            logger.warning("unknown config keys ignored", metadata: ["config.file": "\(config.path)", "config.keys": "\(config.unknownKeys.joined(separator: ","))"])
+        }
+        if root.generated {
+            // Printed once, at first start, on purpose: the operator needs them to use the gateway.
+            print("""
+                Tollgate generated root credentials and stored them in \(config.dataDirectory)/\(RootCredentials.fileName) (mode 0600):
+                  AccessKeyID:     \(root.accessKeyID)
+                  AccessKeySecret: \(root.accessKeySecret)
+                They are printed only this once.
+                """)
+        }
+
+        let state = try TollgateState(config: config, root: root, policies: policies)
+        let tokenApp = buildTokenApplication(state: state, metrics: registry, logger: logger)
+        logger.info("token endpoint listening", metadata: ["listen.address": "\(config.listenAddress):\(config.port)", "token.lifetime": "\(config.tokenExpireTime)"])
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [tokenApp, PolicyReloader(policies: policies, logger: logger)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        try await group.run()
+    }
+}

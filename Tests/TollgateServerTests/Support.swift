@@ -1,0 +1,60 @@
+import Foundation
+import Hummingbird
+import Logging
+import Synchronization
+@testable import TollgateServer
+
+/// Collects every log line (message and metadata) so tests can grep what the server logged.
+final class CapturedLog: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var all: [String] { lines.withLock { $0 } }
+    var text: String { all.joined(separator: "\n") }
+
+    func logger(_ label: String = "test") -> Logger {
+        Logger(label: label) { _ in Handler(log: self) }
+    }
+
+    struct Handler: LogHandler {
+        let log: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+            let all = metadata.merging(extra ?? [:]) { $1 }
+            let rendered = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            log.lines.withLock { $0.append("\(level) \(message) \(rendered)") }
+        }
+    }
+}
+
+/// A scratch directory with a config and policy files, removed by the caller.
+struct Fixture {
+    let directory: String
+    let config: TollgateConfig
+    let state: TollgateState
+
+    static let allPolicy = #"{"Version":"1","Statement":[{"Effect":"Allow","Action":["oss:*"],"Resource":["acs:oss:*:*:*"]}]}"#
+
+    init(secret: String = "fixture-root-secret-0123456789abcdefghij", now: @escaping @Sendable () -> Date = { Date() }) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory + "/policy", withIntermediateDirectories: true)
+        try Self.allPolicy.write(toFile: directory + "/policy/all_policy.txt", atomically: true, encoding: .utf8)
+        let json = """
+            {"AccessKeyID": "", "AccessKeySecret": "\(secret)", "RoleArn": "", "TokenExpireTime": "900",
+             "PolicyFile": "policy/all_policy.txt"}
+            """
+        try json.write(toFile: directory + "/config.json", atomically: true, encoding: .utf8)
+        config = try TollgateConfig.load(path: directory + "/config.json", environment: [:])
+        state = try TollgateState(
+            config: config, root: try RootCredentials.resolve(config), policies: try PolicyStore(config: config), clock: now
+        )
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+}

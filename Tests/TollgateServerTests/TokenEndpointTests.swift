@@ -1,0 +1,96 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Testing
+import TollgateToken
+@testable import TollgateServer
+
+private let fixedNow = Date(timeIntervalSince1970: 1_795_000_000)
+
+private func app(_ fixture: Fixture, log: CapturedLog = CapturedLog()) -> some ApplicationProtocol {
+    Application(router: buildTokenRouter(state: fixture.state), logger: log.logger())
+}
+
+@Test("token endpoint paths and methods", arguments: ["/", "/sts/getkey", "/sts/getsts"], [HTTPRequest.Method.get, .post])
+func tokenShape(path: String, method: HTTPRequest.Method) async throws {
+    let fixture = try Fixture(now: { fixedNow })
+    defer { fixture.remove() }
+    try await app(fixture).test(.router) { client in
+        try await client.execute(uri: path, method: method) { response in
+            #expect(response.status == .ok)
+            #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+            let body = String(buffer: response.body)
+            // Field order and types exactly as the OSS mobile SDKs' sample server prints them.
+            let pattern = #"^\{"StatusCode":200,"AccessKeyId":"STS\.[A-Za-z0-9]{24}","AccessKeySecret":"[A-Za-z0-9_-]{40,}","SecurityToken":"TG1\.[^"]+","Expiration":"2026-11-18T08:41:40Z"\}$"#
+            #expect(body.range(of: pattern, options: .regularExpression) != nil, "\(body)")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+            #expect(json["StatusCode"] as? Int == 200)
+            let token = try #require(json["SecurityToken"] as? String)
+            let verified = try fixture.state.tokens.verify(token, now: fixedNow)
+            #expect(verified.secret == json["AccessKeySecret"] as? String)
+            #expect(verified.claims.accessKeyId == json["AccessKeyId"] as? String)
+            #expect(verified.claims.role == "default")
+        }
+    }
+}
+
+@Test func unknownPathAnswers404InTheJSONShape() async throws {
+    let fixture = try Fixture()
+    defer { fixture.remove() }
+    try await app(fixture).test(.router) { client in
+        try await client.execute(uri: "/nope", method: .get) { response in
+            #expect(response.status == .notFound)
+            #expect(String(buffer: response.body) == #"{"StatusCode":404,"ErrorCode":"NotFound","ErrorMessage":"No such endpoint: /nope"}"#)
+        }
+        try await client.execute(uri: "/sts/getkey", method: .delete) { response in
+            #expect([.notFound, .methodNotAllowed].contains(response.status))
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8)) as? [String: Any])
+            #expect(json["StatusCode"] as? Int == Int(response.status.code))
+            #expect(json["ErrorCode"] is String)
+        }
+    }
+}
+
+@Test func healthz() async throws {
+    let fixture = try Fixture()
+    defer { fixture.remove() }
+    try await app(fixture).test(.router) { client in
+        try await client.execute(uri: "/healthz", method: .get) { response in
+            #expect(response.status == .ok)
+            #expect(String(buffer: response.body).contains(#""status":"ok""#))
+        }
+    }
+}
+
+@Test func issuedTokensAreLoggedWithoutSecrets() async throws {
+    let fixture = try Fixture()
+    defer { fixture.remove() }
+    let log = CapturedLog()
+    var issued: [[String: Any]] = []
+    try await app(fixture, log: log).test(.live) { client in
+        for _ in 0..<3 {
+            try await client.execute(uri: "/", method: .get) { response in
+                issued.append(try #require(try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8)) as? [String: Any]))
+            }
+        }
+    }
+    let lines = log.all.filter { $0.contains("token issued") }
+    #expect(lines.count == 3)
+    for credentials in issued {
+        let accessKeyId = try #require(credentials["AccessKeyId"] as? String)
+        let secret = try #require(credentials["AccessKeySecret"] as? String)
+        let token = try #require(credentials["SecurityToken"] as? String)
+        let line = try #require(lines.first { $0.contains(accessKeyId) })
+        #expect(line.contains("token.role=default"))
+        #expect(line.contains("token.expiration="))
+        #expect(line.contains("client.address=127.0.0.1"))
+        #expect(line.contains("token.subject="))
+        // No line holds the secret, the whole token, or the token's signature or claims part.
+        for part in token.split(separator: ".").dropFirst(2) {
+            #expect(!log.text.contains(part))
+        }
+        #expect(!log.text.contains(secret))
+    }
+    #expect(!log.text.contains(fixture.state.root.accessKeySecret))
+}
