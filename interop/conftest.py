@@ -1,0 +1,122 @@
+"""Shared fixtures: start the real `tollgate` binary on loopback, with a scratch config."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOT_SECRET = "interop-root-secret-0123456789abcdefghijklmnop"
+
+
+def binary() -> str:
+    path = os.environ.get("TOLLGATE_BIN")
+    if path:
+        return path
+    bin_dir = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout.strip()
+    return str(Path(bin_dir) / "tollgate")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A running `tollgate serve`, with its scratch directory and captured output."""
+
+    def __init__(self, config: dict, *, bucket: str = "tollgate"):
+        self.dir = Path(tempfile.mkdtemp(prefix="tollgate-interop-"))
+        shutil.copytree(ROOT / "policy", self.dir / "policy")
+        self.port = free_port()
+        self.gateway_port = free_port()
+        self.bucket = bucket
+        base = {
+            "AccessKeyID": "", "AccessKeySecret": "", "RoleArn": "", "TokenExpireTime": "900",
+            "PolicyFile": "policy/all_policy.txt", "ListenAddress": "127.0.0.1", "Port": self.port,
+            "GatewayAddress": "127.0.0.1", "GatewayPort": self.gateway_port,
+            "Variables": {"BUCKET_NAME": bucket},
+            "Roles": {"read": "policy/bucket_read_policy.txt", "readwrite": "policy/bucket_read_write_policy.txt",
+                      "isolated": "policy/user_isolated_policy.txt"},
+        }
+        base.update(config)
+        self.config_path = self.dir / "config.json"
+        self.config_path.write_text(json.dumps(base, indent=2))
+        self.log_path = self.dir / "server.log"
+        self.process = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway_port}"
+
+    def start(self, timeout: float = 30) -> "Server":
+        self.log = open(self.log_path, "ab")
+        self.process = subprocess.Popen([binary(), "serve", "--config", str(self.config_path)],
+                                        cwd=self.dir, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"tollgate exited with {self.process.returncode}:\n{self.output()}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"tollgate did not become healthy:\n{self.output()}")
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process:
+            self.log.close()
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait()
+        self.log.close()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def cli(self, *args, check=False, input=None):
+        return subprocess.run([binary(), *args], cwd=self.dir, capture_output=True, text=True,
+                              check=check, input=input, timeout=60)
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server({"AccessKeySecret": ROOT_SECRET}).start()
+    yield s
+    s.cleanup()
+
+
+def get_json(url: str, method: str = "GET"):
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read().decode()
