@@ -1,0 +1,203 @@
+import Dispatch
+import Foundation
+import NIOCore
+import TollgateCrypto
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Thin, checked wrappers over the POSIX calls the store needs. Every failure becomes
+/// `StoreError.internal` with the call and errno text (paths are ours, never client input).
+enum Posix {
+    static func failure(_ operation: String, _ code: Int32 = errno) -> StoreError {
+        .internal("\(operation): \(String(cString: strerror(code)))")
+    }
+
+    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(StoreError) -> Int32 {
+        while true {
+            let fd = Foundation.open(path, flags | O_CLOEXEC, mode)
+            if fd >= 0 { return fd }
+            if errno == EINTR { continue }
+            throw failure("open")
+        }
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(StoreError) {
+        var done = 0
+        while done < bytes.count {
+            let n = Foundation.write(fd, bytes.baseAddress! + done, bytes.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw failure("write")
+            }
+            done += n
+        }
+    }
+
+    static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(StoreError) {
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw failure("pwrite")
+            }
+            done += n
+        }
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset`, fewer only at end of file.
+    static func preadFully(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(StoreError) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw failure("pread")
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    static func fsync(_ fd: Int32) throws(StoreError) {
+        guard Foundation.fsync(fd) == 0 else { throw failure("fsync") }
+    }
+
+    static func fsyncDirectory(_ path: String) throws(StoreError) {
+        let fd = try open(path, O_RDONLY | O_DIRECTORY)
+        defer { close(fd) }
+        try fsync(fd)
+    }
+
+    static func ftruncate(_ fd: Int32, _ length: Int64) throws(StoreError) {
+        guard Foundation.ftruncate(fd, off_t(length)) == 0 else { throw failure("ftruncate") }
+    }
+
+    static func rename(_ from: String, _ to: String) throws(StoreError) {
+        guard Foundation.rename(from, to) == 0 else { throw failure("rename") }
+    }
+
+    /// Removes a file; a file that is already gone is not an error.
+    static func unlinkIfPresent(_ path: String) {
+        _ = Foundation.unlink(path)
+    }
+
+    /// Creates a directory; returns true when it was created (so the parent needs an fsync).
+    @discardableResult
+    static func makeDirectory(_ path: String) throws(StoreError) -> Bool {
+        if Foundation.mkdir(path, 0o755) == 0 { return true }
+        if errno == EEXIST { return false }
+        throw failure("mkdir")
+    }
+
+    static func fileSize(_ fd: Int32) throws(StoreError) -> Int64 {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw failure("fstat") }
+        return Int64(st.st_size)
+    }
+}
+
+/// An open file descriptor, closed when the last reference goes away. The descriptor is only
+/// used with positional I/O (`pread`/`pwrite`), so sharing it between tasks is safe.
+final class FileDescriptor: Sendable {
+    let fd: Int32
+    init(_ fd: Int32) { self.fd = fd }
+    deinit { close(fd) }
+}
+
+/// Runs blocking file work (fsync, whole-file copies, directory scans) off the Swift
+/// concurrency pool, whose few threads must not block on disk.
+enum BlockingIO {
+    private static let queue = DispatchQueue(label: "tollgate.store.blocking-io", attributes: .concurrent)
+
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+}
+
+/// Where things live under the data directory. File names are random ids, never derived
+/// from bucket names or keys, so no key can name a path outside the directory.
+struct StorageLayout: Sendable {
+    let root: String
+    var tmpDirectory: String { root + "/tmp" }
+    var objectsDirectory: String { root + "/objects" }
+    var databasePath: String { root + "/meta.sqlite" }
+
+    /// 128 random bits, hex.
+    static func newID() throws(StoreError) -> String {
+        do { return Hex.encode(try Crypto.randomBytes(count: 16)) } catch { throw .internal("random: \(error)") }
+    }
+
+    static func isValidID(_ id: String) -> Bool {
+        id.utf8.count == 32 && id.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }
+    }
+
+    func tmpPath(_ id: String) -> String { tmpDirectory + "/" + id }
+
+    /// `objects/ab/cd/<id>`. Refuses anything that is not one of our ids (defence in depth
+    /// against a tampered database).
+    func objectDirectory(_ id: String) throws(StoreError) -> String {
+        guard Self.isValidID(id) else { throw .internal("invalid storage id in metadata") }
+        let u = Array(id.utf8)
+        return objectsDirectory + "/" + String(decoding: u[0..<2], as: UTF8.self) + "/" + String(decoding: u[2..<4], as: UTF8.self)
+    }
+
+    func objectPath(_ id: String) throws(StoreError) -> String {
+        try objectDirectory(id) + "/" + id
+    }
+}
+
+/// An object's bytes as a stream of `ByteBuffer`s, read from an already open file in chunks.
+/// Each iteration reads the range afresh with `pread`, so the sequence can be iterated more
+/// than once; the file stays open as long as the sequence or an iterator exists.
+public struct ObjectBody: AsyncSequence, Sendable {
+    public typealias Element = ByteBuffer
+
+    let file: FileDescriptor?
+    let range: Range<Int64>
+    let chunkSize: Int
+
+    init(file: FileDescriptor?, range: Range<Int64>, chunkSize: Int) {
+        self.file = file
+        self.range = range
+        self.chunkSize = chunkSize
+    }
+
+    public var count: Int64 { range.upperBound - range.lowerBound }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(file: file, offset: range.lowerBound, end: range.upperBound, chunkSize: chunkSize)
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let file: FileDescriptor?
+        var offset: Int64
+        let end: Int64
+        let chunkSize: Int
+        let allocator = ByteBufferAllocator()
+
+        public mutating func next() async throws -> ByteBuffer? {
+            guard offset < end, let file else { return nil }
+            try Task.checkCancellation()
+            let want = Int(Swift.min(Int64(chunkSize), end - offset))
+            var buffer = allocator.buffer(capacity: want)
+            let at = offset
+            let got = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { pointer in
+                try Posix.preadFully(file.fd, UnsafeMutableRawBufferPointer(rebasing: pointer[0..<want]), at: at)
+            }
+            // The committed size is the truth; a shorter file means the storage was damaged.
+            guard got == want else { throw StoreError.internal("object file shorter than its committed size") }
+            offset += Int64(got)
+            return buffer
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import GRDB
+import TollgateCrypto
+
+/// Byte-string helpers for listing. Keys compare by their UTF-8 bytes (S3 order), exactly as
+/// SQLite compares the BLOB column.
+enum KeyBytes {
+    /// The smallest byte string greater than every string that starts with `prefix`, or nil
+    /// when there is none (empty prefix, or all 0xFF).
+    static func successor(_ prefix: [UInt8]) -> [UInt8]? {
+        var bytes = prefix
+        while let last = bytes.last {
+            if last < 0xFF {
+                bytes[bytes.count - 1] = last + 1
+                return bytes
+            }
+            bytes.removeLast()
+        }
+        return nil
+    }
+
+    /// The common prefix `key` rolls up into: `prefix` + everything up to and including the
+    /// first `delimiter` after it; nil when the key contains no delimiter after the prefix.
+    static func rollup(_ key: [UInt8], prefix: [UInt8], delimiter: [UInt8]) -> [UInt8]? {
+        guard !delimiter.isEmpty, key.count >= prefix.count + delimiter.count else { return nil }
+        var i = prefix.count
+        while i + delimiter.count <= key.count {
+            if key[i] == delimiter[0], key[i..<(i + delimiter.count)].elementsEqual(delimiter) {
+                return Array(key[0..<(i + delimiter.count)])
+            }
+            i += 1
+        }
+        return nil
+    }
+
+    static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool { a.lexicographicallyPrecedes(b) }
+
+    static func string(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+}
+
+/// Where a listing resumes: keys `>= bound` (inclusive) or `> bound`.
+struct ListCursor {
+    var bound: [UInt8]
+    var inclusive: Bool
+
+    /// The cursor for a marker / start-after / decoded continuation token. A marker that is
+    /// itself a common prefix (the last item of a delimited page) resumes past every key under it.
+    static func start(prefix: [UInt8], delimiter: [UInt8]?, after: [UInt8]?) -> ListCursor {
+        guard let after, !KeyBytes.less(after, prefix) else { return ListCursor(bound: prefix, inclusive: true) }
+        if let delimiter, KeyBytes.rollup(after, prefix: prefix, delimiter: delimiter) == after {
+            if let next = KeyBytes.successor(after) { return ListCursor(bound: next, inclusive: true) }
+        }
+        return ListCursor(bound: after, inclusive: false)
+    }
+}
+
+extension LocalObjectStore {
+    /// ListObjects v1/v2. Walks the (bucket, key) primary key from the cursor; when a key rolls
+    /// up into a common prefix, the next query starts at the prefix's successor, so a prefix
+    /// holding any number of keys costs one indexed seek. Common prefixes count against
+    /// max-keys, as in S3.
+    public func listObjects(bucket: String, query: ListQuery) async throws -> ListResult {
+        let maxKeys = Swift.max(0, Swift.min(query.maxKeys, 1000))
+        let prefix = Array(query.prefix.utf8)
+        let delimiter: [UInt8]? = query.delimiter.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
+        var after: [UInt8]?
+        if let token = query.continuationToken {
+            guard let decoded = Base64.decode(token), !decoded.isEmpty else {
+                throw StoreError.invalidArgument("The continuation token provided is incorrect")
+            }
+            after = decoded
+        } else if let startAfter = query.startAfter, !startAfter.isEmpty {
+            after = Array(startAfter.utf8)
+        }
+        let start = ListCursor.start(prefix: prefix, delimiter: delimiter, after: after)
+        let upper = KeyBytes.successor(prefix)
+
+        return try await read { db in
+            try Self.requireBucket(db, bucket)
+            var objects: [ObjectSummary] = []
+            var prefixes: [String] = []
+            var lastItem: [UInt8]?
+            var truncated = false
+            var scanned = 0
+            var cursor = start
+            var count = 0
+
+            scan: while maxKeys > 0 {
+                var sql = "SELECT key, size, etag, last_modified_ms FROM object WHERE bucket = ? AND key \(cursor.inclusive ? ">=" : ">") ?"
+                var arguments: [(any DatabaseValueConvertible)?] = [bucket, Data(cursor.bound)]
+                if let upper {
+                    sql += " AND key < ?"
+                    arguments.append(Data(upper))
+                }
+                let limit = maxKeys - count + 1
+                sql += " ORDER BY key LIMIT \(limit)"
+                let rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments))
+                scanned += rows.count
+                for row in rows {
+                    let keyData: Data = row["key"]
+                    let key = [UInt8](keyData)
+                    if count == maxKeys {
+                        truncated = true
+                        break scan
+                    }
+                    if let delimiter, let common = KeyBytes.rollup(key, prefix: prefix, delimiter: delimiter) {
+                        prefixes.append(KeyBytes.string(common))
+                        count += 1
+                        lastItem = common
+                        guard let next = KeyBytes.successor(common) else { break scan }
+                        cursor = ListCursor(bound: next, inclusive: true)
+                        continue scan
+                    }
+                    objects.append(ObjectSummary(
+                        key: KeyBytes.string(key), size: row["size"], etag: row["etag"],
+                        lastModified: Millis.date(row["last_modified_ms"])
+                    ))
+                    count += 1
+                    lastItem = key
+                    cursor = ListCursor(bound: key, inclusive: false)
+                }
+                if rows.count < limit { break scan }
+            }
+            let next = truncated ? lastItem : nil
+            return ListResult(
+                objects: objects, commonPrefixes: prefixes, isTruncated: truncated,
+                nextMarker: next.map(KeyBytes.string), nextContinuationToken: next.map { Base64.encodeURL($0) },
+                rowsScanned: scanned
+            )
+        }
+    }
+}

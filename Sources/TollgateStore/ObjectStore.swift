@@ -1,0 +1,317 @@
+import Foundation
+import NIOCore
+
+/// The storage behind the object gateway. `LocalObjectStore` is the embedded implementation;
+/// an S3-compatible backend can conform later. Bodies are streams of `ByteBuffer`, never
+/// collected whole.
+public protocol ObjectStore: Sendable {
+    // MARK: Buckets
+    func listBuckets() async throws -> [BucketInfo]
+    /// Throws `bucketAlreadyOwnedByYou` when it exists (single tenant), `invalidBucketName`.
+    @discardableResult
+    func createBucket(_ name: String) async throws -> BucketInfo
+    func headBucket(_ name: String) async throws -> BucketInfo
+    /// Throws `bucketNotEmpty` while objects or multipart uploads exist.
+    func deleteBucket(_ name: String) async throws
+    /// Creates the configured buckets that do not exist yet.
+    func ensureBuckets(_ names: [String]) async throws
+
+    // MARK: Objects
+    /// Streams `body` to storage and commits it atomically, replacing any previous version.
+    func putObject<Body: AsyncSequence>(
+        bucket: String, key: String, body: Body, metadata: ObjectMetadata, options: WriteOptions
+    ) async throws -> ObjectInfo where Body.Element == ByteBuffer
+
+    /// Opens the object (the file is open before this returns, so a concurrent overwrite cannot
+    /// change the bytes being read) and returns its metadata and a streamed body.
+    func getObject(bucket: String, key: String, range: ByteRange?) async throws -> ObjectRead
+    func headObject(bucket: String, key: String) async throws -> ObjectInfo
+    /// Idempotent: deleting a missing key succeeds.
+    func deleteObject(bucket: String, key: String) async throws
+    func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult]
+    /// Server-side copy into a new file. `metadata == nil` keeps the source's (COPY directive);
+    /// otherwise the given metadata replaces it (REPLACE). `options.checkSource` sees the source
+    /// object first (x-amz-copy-source-if-* headers); `options.preconditions` apply to the target.
+    func copyObject(
+        from source: ObjectLocation, to target: ObjectLocation, metadata: ObjectMetadata?, options: CopyOptions
+    ) async throws -> ObjectInfo
+    /// OSS AppendObject. `metadata` is used only when the append creates the object.
+    func appendObject<Body: AsyncSequence>(
+        bucket: String, key: String, position: Int64, body: Body, metadata: ObjectMetadata, options: WriteOptions
+    ) async throws -> ObjectInfo where Body.Element == ByteBuffer
+
+    /// ListObjects v1 and v2 in one call; see `ListQuery`.
+    func listObjects(bucket: String, query: ListQuery) async throws -> ListResult
+
+    // MARK: Multipart
+    func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata) async throws -> MultipartUpload
+    func uploadPart<Body: AsyncSequence>(
+        bucket: String, key: String, uploadID: String, partNumber: Int, body: Body, options: WriteOptions
+    ) async throws -> PartInfo where Body.Element == ByteBuffer
+    /// UploadPartCopy: copies `range` (or all) of the source object into a part.
+    func uploadPartCopy(
+        bucket: String, key: String, uploadID: String, partNumber: Int,
+        source: ObjectLocation, range: ByteRange?, options: CopyOptions
+    ) async throws -> PartInfo
+    func listParts(bucket: String, key: String, uploadID: String, partNumberMarker: Int, maxParts: Int) async throws -> ListPartsResult
+    func listMultipartUploads(bucket: String, query: ListUploadsQuery) async throws -> ListUploadsResult
+    func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws
+    func completeMultipartUpload(
+        bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions
+    ) async throws -> ObjectInfo
+}
+
+// MARK: - Values
+
+public struct BucketInfo: Sendable, Equatable {
+    public let name: String
+    public let creationDate: Date
+}
+
+public struct ObjectLocation: Sendable, Equatable {
+    public var bucket: String
+    public var key: String
+    public init(bucket: String, key: String) {
+        self.bucket = bucket
+        self.key = key
+    }
+}
+
+/// The headers stored with an object and returned exactly on GET/HEAD.
+public struct ObjectMetadata: Sendable, Equatable, Codable {
+    public var contentType: String?
+    public var contentEncoding: String?
+    public var contentDisposition: String?
+    public var cacheControl: String?
+    public var expires: String?
+    public var contentLanguage: String?
+    /// `x-amz-meta-*` / `x-oss-meta-*`, names without the prefix, stored exactly as given.
+    public var userMetadata: [String: String]
+
+    public init(
+        contentType: String? = nil, contentEncoding: String? = nil, contentDisposition: String? = nil,
+        cacheControl: String? = nil, expires: String? = nil, contentLanguage: String? = nil,
+        userMetadata: [String: String] = [:]
+    ) {
+        self.contentType = contentType
+        self.contentEncoding = contentEncoding
+        self.contentDisposition = contentDisposition
+        self.cacheControl = cacheControl
+        self.expires = expires
+        self.contentLanguage = contentLanguage
+        self.userMetadata = userMetadata
+    }
+}
+
+public struct ObjectInfo: Sendable, Equatable {
+    public let bucket: String
+    public let key: String
+    public let size: Int64
+    /// Quoted, as sent in the `ETag` header: `"<md5 hex>"` or `"<md5 of part md5s>-N"`.
+    public let etag: String
+    /// Millisecond precision; HTTP dates use whole seconds (`lastModifiedSeconds`).
+    public let lastModified: Date
+    public let metadata: ObjectMetadata
+    /// The random id of the file holding the bytes (never derived from bucket or key).
+    public let storageID: String
+    public let isAppendable: Bool
+
+    /// OSS `x-oss-next-append-position` for appendable objects.
+    public var nextAppendPosition: Int64? { isAppendable ? size : nil }
+
+    /// Last-Modified truncated to whole seconds, as HTTP dates carry it.
+    public var lastModifiedSeconds: Date {
+        Date(timeIntervalSince1970: lastModified.timeIntervalSince1970.rounded(.down))
+    }
+}
+
+/// The result of `getObject`: metadata, the byte range served, and the open body.
+public struct ObjectRead: Sendable {
+    public let info: ObjectInfo
+    /// The half-open byte range being served; the whole object when no range was asked for.
+    public let range: Range<Int64>
+    /// True when a `Range` was asked for and satisfied (206, `Content-Range`).
+    public let isPartial: Bool
+    public let body: ObjectBody
+
+    public var contentLength: Int64 { range.upperBound - range.lowerBound }
+    /// `bytes a-b/size` for the `Content-Range` header (meaningful when `isPartial`).
+    public var contentRange: String { "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(info.size)" }
+}
+
+/// The digests of a fully read body, handed to the verification hook before commit.
+public struct BodyDigest: Sendable {
+    public let size: Int64
+    public let md5: [UInt8]
+    /// Present when `WriteOptions.computeSHA256` was set.
+    public let sha256: [UInt8]?
+}
+
+/// Conditions on the current version of the target, evaluated inside the commit transaction.
+public struct WritePreconditions: Sendable, Equatable {
+    /// `If-Match`: an ETag (quoted or not) or `*`.
+    public var ifMatch: String?
+    /// `If-None-Match`: `*` (create only) or an ETag.
+    public var ifNoneMatch: String?
+    public init(ifMatch: String? = nil, ifNoneMatch: String? = nil) {
+        self.ifMatch = ifMatch
+        self.ifNoneMatch = ifNoneMatch
+    }
+    public static let none = WritePreconditions()
+}
+
+public struct WriteOptions: Sendable {
+    public var preconditions: WritePreconditions
+    public var computeSHA256: Bool
+    /// Runs after the body has been read in full and before anything is committed (checks of
+    /// x-amz-content-sha256, Content-MD5, checksums, lengths). If it throws, nothing is
+    /// committed, the temporary file is removed and the error is rethrown unchanged.
+    public var verify: (@Sendable (BodyDigest) async throws -> Void)?
+
+    public init(
+        preconditions: WritePreconditions = .none, computeSHA256: Bool = false,
+        verify: (@Sendable (BodyDigest) async throws -> Void)? = nil
+    ) {
+        self.preconditions = preconditions
+        self.computeSHA256 = computeSHA256
+        self.verify = verify
+    }
+}
+
+public struct CopyOptions: Sendable {
+    /// Conditions on the target (If-None-Match: * …).
+    public var preconditions: WritePreconditions
+    /// Sees the opened source before any byte is copied (x-amz-copy-source-if-*); throw to refuse.
+    public var checkSource: (@Sendable (ObjectInfo) throws -> Void)?
+    public init(preconditions: WritePreconditions = .none, checkSource: (@Sendable (ObjectInfo) throws -> Void)? = nil) {
+        self.preconditions = preconditions
+        self.checkSource = checkSource
+    }
+}
+
+public struct DeleteResult: Sendable, Equatable {
+    public let key: String
+    /// nil when deleted (or already absent).
+    public let error: StoreError?
+}
+
+/// One listing request. v1: `startAfter` is the marker. v2: `startAfter` is start-after and
+/// `continuationToken` (when set) takes precedence over it.
+public struct ListQuery: Sendable, Equatable {
+    public var prefix: String
+    public var delimiter: String?
+    public var startAfter: String?
+    public var continuationToken: String?
+    /// Clamped to 0...1000.
+    public var maxKeys: Int
+
+    public init(prefix: String = "", delimiter: String? = nil, startAfter: String? = nil, continuationToken: String? = nil, maxKeys: Int = 1000) {
+        self.prefix = prefix
+        self.delimiter = delimiter
+        self.startAfter = startAfter
+        self.continuationToken = continuationToken
+        self.maxKeys = maxKeys
+    }
+}
+
+public struct ObjectSummary: Sendable, Equatable {
+    public let key: String
+    public let size: Int64
+    public let etag: String
+    public let lastModified: Date
+}
+
+public struct ListResult: Sendable, Equatable {
+    public let objects: [ObjectSummary]
+    /// Sorted; each counts against max-keys like an object.
+    public let commonPrefixes: [String]
+    public let isTruncated: Bool
+    /// v1 NextMarker: the last key or common prefix returned, when truncated.
+    public let nextMarker: String?
+    /// v2 NextContinuationToken, when truncated. Opaque.
+    public let nextContinuationToken: String?
+    /// v2 KeyCount.
+    public var keyCount: Int { objects.count + commonPrefixes.count }
+    /// Rows read from the index to build this page (diagnostics; lets tests prove that a
+    /// delimiter listing skips whole prefixes).
+    public let rowsScanned: Int
+}
+
+// MARK: Multipart values
+
+public struct MultipartUpload: Sendable, Equatable {
+    public let bucket: String
+    public let key: String
+    public let uploadID: String
+    public let initiated: Date
+    public let metadata: ObjectMetadata
+}
+
+public struct PartInfo: Sendable, Equatable {
+    public let partNumber: Int
+    /// Quoted MD5 hex of the part.
+    public let etag: String
+    public let size: Int64
+    public let lastModified: Date
+}
+
+public struct CompletedPart: Sendable, Equatable {
+    public var partNumber: Int
+    public var etag: String
+    public init(partNumber: Int, etag: String) {
+        self.partNumber = partNumber
+        self.etag = etag
+    }
+}
+
+public struct ListPartsResult: Sendable, Equatable {
+    public let upload: MultipartUpload
+    public let parts: [PartInfo]
+    public let isTruncated: Bool
+    public let nextPartNumberMarker: Int?
+}
+
+/// ListMultipartUploads. Uploads are ordered by key, then upload id.
+public struct ListUploadsQuery: Sendable, Equatable {
+    public var prefix: String
+    public var delimiter: String?
+    public var keyMarker: String?
+    public var uploadIDMarker: String?
+    /// Clamped to 0...1000.
+    public var maxUploads: Int
+    public init(prefix: String = "", delimiter: String? = nil, keyMarker: String? = nil, uploadIDMarker: String? = nil, maxUploads: Int = 1000) {
+        self.prefix = prefix
+        self.delimiter = delimiter
+        self.keyMarker = keyMarker
+        self.uploadIDMarker = uploadIDMarker
+        self.maxUploads = maxUploads
+    }
+}
+
+public struct ListUploadsResult: Sendable, Equatable {
+    public let uploads: [MultipartUpload]
+    public let commonPrefixes: [String]
+    public let isTruncated: Bool
+    public let nextKeyMarker: String?
+    public let nextUploadIDMarker: String?
+}
+
+/// ETag comparison for conditional requests: quotes and a weak `W/` prefix are ignored.
+public enum ETag {
+    public static func normalize(_ etag: String) -> String {
+        var s = Substring(etag.trimmingCharacters(in: .whitespaces))
+        if s.hasPrefix("W/") { s = s.dropFirst(2) }
+        if s.count >= 2, s.hasPrefix("\""), s.hasSuffix("\"") { s = s.dropFirst().dropLast() }
+        return String(s)
+    }
+
+    /// True when `header` (a comma-separated list of ETags, or `*`) matches `etag`.
+    public static func matches(_ header: String, _ etag: String) -> Bool {
+        let target = normalize(etag)
+        for candidate in header.split(separator: ",") {
+            let c = candidate.trimmingCharacters(in: .whitespaces)
+            if c == "*" || normalize(c) == target { return true }
+        }
+        return false
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import GRDB
+
+/// The metadata schema. Keys are stored as BLOBs of their UTF-8 bytes, so SQLite's memcmp
+/// ordering is exactly S3's byte order, and (bucket, key) is the clustered primary key the
+/// listing walks.
+enum Schema {
+    static func migrator() -> DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE bucket (
+                    name TEXT NOT NULL PRIMARY KEY,
+                    created_ms INTEGER NOT NULL
+                ) WITHOUT ROWID;
+
+                CREATE TABLE object (
+                    bucket TEXT NOT NULL REFERENCES bucket(name),
+                    key BLOB NOT NULL,
+                    size INTEGER NOT NULL,
+                    etag TEXT NOT NULL,
+                    last_modified_ms INTEGER NOT NULL,
+                    content_type TEXT,
+                    content_encoding TEXT,
+                    content_disposition TEXT,
+                    cache_control TEXT,
+                    expires TEXT,
+                    content_language TEXT,
+                    user_metadata TEXT NOT NULL,
+                    file_id TEXT NOT NULL,
+                    appendable INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (bucket, key)
+                ) WITHOUT ROWID;
+
+                CREATE TABLE upload (
+                    upload_id TEXT NOT NULL PRIMARY KEY,
+                    bucket TEXT NOT NULL REFERENCES bucket(name),
+                    key BLOB NOT NULL,
+                    initiated_ms INTEGER NOT NULL,
+                    content_type TEXT,
+                    content_encoding TEXT,
+                    content_disposition TEXT,
+                    cache_control TEXT,
+                    expires TEXT,
+                    content_language TEXT,
+                    user_metadata TEXT NOT NULL
+                ) WITHOUT ROWID;
+                CREATE INDEX upload_by_key ON upload(bucket, key, upload_id);
+
+                CREATE TABLE part (
+                    upload_id TEXT NOT NULL REFERENCES upload(upload_id) ON DELETE CASCADE,
+                    part_number INTEGER NOT NULL,
+                    size INTEGER NOT NULL,
+                    etag TEXT NOT NULL,
+                    last_modified_ms INTEGER NOT NULL,
+                    file_id TEXT NOT NULL,
+                    PRIMARY KEY (upload_id, part_number)
+                ) WITHOUT ROWID;
+                """)
+        }
+        return migrator
+    }
+}
+
+/// Millisecond timestamps as stored.
+enum Millis {
+    static func from(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+}
+
+/// The metadata columns shared by `object` and `upload`.
+enum MetadataColumns {
+    static let names = "content_type, content_encoding, content_disposition, cache_control, expires, content_language, user_metadata"
+
+    static func arguments(_ m: ObjectMetadata) throws -> [(any DatabaseValueConvertible)?] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let json = String(decoding: try encoder.encode(m.userMetadata), as: UTF8.self)
+        return [m.contentType, m.contentEncoding, m.contentDisposition, m.cacheControl, m.expires, m.contentLanguage, json]
+    }
+
+    static func decode(_ row: Row) throws -> ObjectMetadata {
+        let json: String = row["user_metadata"]
+        let user = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
+        return ObjectMetadata(
+            contentType: row["content_type"], contentEncoding: row["content_encoding"],
+            contentDisposition: row["content_disposition"], cacheControl: row["cache_control"],
+            expires: row["expires"], contentLanguage: row["content_language"], userMetadata: user
+        )
+    }
+}
+
+extension String {
+    /// The key as stored: its UTF-8 bytes.
+    var keyBlob: Data { Data(utf8) }
+}
