@@ -1,0 +1,19 @@
+import HTTPTypes
+
+/// Header names of the two dialects, spelled once.
+extension HTTPField.Name {
+    static let amzRequestID = Self("x-amz-request-id")!
+    static let ossRequestID = Self("x-oss-request-id")!
+    static let amzCopySource = Self("x-amz-copy-source")!
+    static let ossCopySource = Self("x-oss-copy-source")!
+    static let amzMetadataDirective = Self("x-amz-metadata-directive")!
+    static let ossMetadataDirective = Self("x-oss-metadata-directive")!
+    static let amzBucketRegion = Self("x-amz-bucket-region")!
+    static let ossNextAppendPosition = Self("x-oss-next-append-position")!
+    static let ossObjectType = Self("x-oss-object-type")!
+    static let ossHashCRC64 = Self("x-oss-hash-crc64ecma")!
+    static let contentMD5 = Self("Content-MD5")!
+    static let amzContentSHA256 = Self("x-amz-content-sha256")!
+    static let amzDecodedContentLength = Self("x-amz-decoded-content-length")!
+    static let expires = Self("Expires")!
+}
