@@ -1,0 +1,277 @@
+import TollgateCrypto
+
+/// An incremental decoder for `aws-chunked` bodies (`STREAMING-AWS4-HMAC-SHA256-PAYLOAD`,
+/// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`, `STREAMING-UNSIGNED-PAYLOAD-TRAILER`).
+///
+/// Feed it the body as it arrives, in slices cut anywhere (a chunk header may straddle two
+/// feeds); it appends decoded payload bytes to the output. Signed chunks are held until their
+/// signature verifies and only then emitted, so never more than one chunk is buffered (and a
+/// chunk may not exceed `maxChunkSize`). Unsigned chunks are emitted as they arrive. After the
+/// last byte, `finish()` checks that the final chunk and trailer arrived, that the decoded
+/// length matches `x-amz-decoded-content-length`, and every checksum (trailer, header,
+/// Content-MD5). Do not commit the object before `finish()` returns.
+///
+/// Not thread-safe: one instance per body.
+public final class AWSChunkedDecoder {
+    public static let defaultMaxChunkSize = 16 * 1024 * 1024
+    static let maxLineLength = 4096
+    static let maxTrailerBytes = 16 * 1024
+
+    private enum State {
+        case chunkHeader
+        case chunkData(remaining: Int)
+        case chunkDataCR
+        case chunkDataLF
+        /// After a final chunk without trailer: optional closing CRLF.
+        case finalCRLF(seenCR: Bool)
+        case trailer
+        case done
+    }
+
+    public let mode: S3PayloadMode
+    public let maxChunkSize: Int
+    private let decodedLength: Int
+    private let signing: ChunkSigningContext?
+    private let trailerAlgorithm: ChecksumAlgorithm?
+    private var state: State = .chunkHeader
+    private var line: [UInt8] = []
+    private var chunk: [UInt8] = []
+    private var chunkSignature: String = ""
+    private var previousSignature: String
+    private var trailerLines: [(name: String, value: String)] = []
+    private var trailerSignature: String?
+    private var trailerBytes = 0
+    private let trailerChecksum: StreamingChecksum?
+    private let headerChecks: S3PayloadVerifier
+    /// Decoded payload bytes emitted so far.
+    public private(set) var decodedCount = 0
+
+    init(request: S3VerifiedRequest, maxChunkSize: Int) throws(S3AuthError) {
+        mode = request.payload
+        self.maxChunkSize = maxChunkSize
+        decodedLength = request.decodedContentLength ?? 0
+        signing = request.chunkSigning
+        previousSignature = request.chunkSigning?.seedSignature ?? ""
+        trailerAlgorithm = request.trailerChecksum
+        do {
+            trailerChecksum = try request.trailerChecksum.map { a throws(CryptoError) in try StreamingChecksum(a) }
+        } catch {
+            throw .internalError
+        }
+        headerChecks = try S3PayloadVerifier(expectedSHA256: nil, contentMD5: request.contentMD5, checksum: request.headerChecksum)
+        if mode.hasChunkSignatures && signing == nil { throw .internalError }
+    }
+
+    /// Decodes `input`, appending verified payload bytes to `output`.
+    public func decode(_ input: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(S3AuthError) {
+        var index = 0
+        let count = input.count
+        while index < count {
+            switch state {
+            case .chunkHeader:
+                let byte = input[index]
+                index += 1
+                if byte == UInt8(ascii: "\n") {
+                    try headerLineComplete(into: &output)
+                } else {
+                    line.append(byte)
+                    if line.count > Self.maxLineLength { throw .malformedChunkedBody("chunk header too long") }
+                }
+            case .chunkData(let remaining):
+                let take = min(remaining, count - index)
+                let slice = UnsafeRawBufferPointer(rebasing: input[index..<(index + take)])
+                index += take
+                if signing != nil {
+                    chunk.append(contentsOf: slice)
+                } else {
+                    try emit(slice, into: &output)
+                }
+                if remaining - take == 0 {
+                    state = .chunkDataCR
+                    if signing != nil {
+                        try verifyChunk(chunk)
+                        let emitted: Result<Void, S3AuthError> = chunk.withUnsafeBytes { buffer in
+                            Result { () throws(S3AuthError) in try emit(buffer, into: &output) }
+                        }
+                        try emitted.get()
+                        chunk.removeAll(keepingCapacity: true)
+                    }
+                } else {
+                    state = .chunkData(remaining: remaining - take)
+                }
+            case .chunkDataCR:
+                guard input[index] == UInt8(ascii: "\r") else { throw .malformedChunkedBody("missing CRLF after chunk data") }
+                index += 1
+                state = .chunkDataLF
+            case .chunkDataLF:
+                guard input[index] == UInt8(ascii: "\n") else { throw .malformedChunkedBody("missing CRLF after chunk data") }
+                index += 1
+                state = .chunkHeader
+            case .finalCRLF(let seenCR):
+                let byte = input[index]
+                index += 1
+                if !seenCR && byte == UInt8(ascii: "\r") {
+                    state = .finalCRLF(seenCR: true)
+                } else if byte == UInt8(ascii: "\n") {
+                    state = .done
+                } else {
+                    throw .malformedChunkedBody("unexpected data after the final chunk")
+                }
+            case .trailer:
+                let byte = input[index]
+                index += 1
+                trailerBytes += 1
+                if trailerBytes > Self.maxTrailerBytes { throw .malformedChunkedBody("trailer too long") }
+                if byte == UInt8(ascii: "\n") {
+                    try trailerLineComplete()
+                } else {
+                    line.append(byte)
+                }
+            case .done:
+                throw .malformedChunkedBody("unexpected data after the end of the body")
+            }
+        }
+    }
+
+    /// Convenience for arrays and slices.
+    public func decode<Bytes: Sequence<UInt8>>(_ input: Bytes) throws(S3AuthError) -> [UInt8] {
+        var output: [UInt8] = []
+        let bytes = Array(input)
+        let result: Result<Void, S3AuthError> = bytes.withUnsafeBytes { buffer in
+            Result { () throws(S3AuthError) in try decode(buffer, into: &output) }
+        }
+        try result.get()
+        return output
+    }
+
+    /// Call after the last body byte. Throws when the body was cut short, the decoded length
+    /// differs from `x-amz-decoded-content-length`, the trailer is missing or its signature or
+    /// any checksum does not match. Returns the computed digests.
+    @discardableResult
+    public func finish() throws(S3AuthError) -> ComputedDigests {
+        switch state {
+        case .done: break
+        case .finalCRLF(seenCR: false): break // tolerate a body that ends right after the final chunk header
+        default: throw .incompleteBody
+        }
+        guard decodedCount == decodedLength else { throw .incompleteBody }
+        var result = try headerChecks.finish()
+        if let trailerAlgorithm, let trailerChecksum {
+            guard let value = trailerLines.first(where: { $0.name == trailerAlgorithm.headerName })?.value else {
+                throw .malformedChunkedBody("the trailer \(trailerAlgorithm.headerName) announced in x-amz-trailer is missing")
+            }
+            guard let expected = ExpectedChecksum(algorithm: trailerAlgorithm, base64: value) else {
+                throw .invalidChecksumValue(name: trailerAlgorithm.headerName, trailer: true)
+            }
+            let computed: [UInt8]
+            do { computed = try trailerChecksum.finalize() } catch { throw .internalError }
+            guard computed == expected.digest else { throw .checksumMismatch(trailerAlgorithm) }
+            result.checksum = expected
+        }
+        return result
+    }
+
+    // MARK: Internals
+
+    private func emit(_ bytes: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(S3AuthError) {
+        guard !bytes.isEmpty else { return }
+        decodedCount += bytes.count
+        if decodedCount > decodedLength {
+            throw .malformedChunkedBody("the chunks hold more data than x-amz-decoded-content-length")
+        }
+        do { try trailerChecksum?.update(bytes) } catch { throw .internalError }
+        try headerChecks.update(bytes)
+        output.append(contentsOf: bytes)
+    }
+
+    private func takeLine() -> [UInt8] {
+        var bytes = line
+        line.removeAll(keepingCapacity: true)
+        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        return bytes
+    }
+
+    private func headerLineComplete(into output: inout [UInt8]) throws(S3AuthError) {
+        let bytes = takeLine()
+        let text = String(decoding: bytes, as: UTF8.self)
+        let parts = text.split(separator: ";", omittingEmptySubsequences: false)
+        let sizeText = parts[0].trimmingASCIIWhitespace()
+        guard !sizeText.isEmpty, sizeText.utf8.count <= 16, let size = Int(sizeText, radix: 16), size >= 0 else {
+            throw .malformedChunkedBody("invalid chunk size")
+        }
+        if mode.hasChunkSignatures {
+            var signature: String?
+            for extensionPart in parts.dropFirst() {
+                let item = extensionPart.trimmingASCIIWhitespace()
+                if item.hasPrefix("chunk-signature=") { signature = String(item.dropFirst("chunk-signature=".count)) }
+            }
+            guard let signature, signature.utf8.count == 64 else {
+                throw .malformedChunkedBody("missing chunk-signature")
+            }
+            chunkSignature = signature
+        }
+        guard size <= maxChunkSize else {
+            throw .malformedChunkedBody("chunk of \(size) bytes exceeds the maximum of \(maxChunkSize)")
+        }
+        guard decodedCount + size <= decodedLength else {
+            throw .malformedChunkedBody("the chunks hold more data than x-amz-decoded-content-length")
+        }
+        if size == 0 {
+            if signing != nil { try verifyChunk([]) }
+            state = mode.hasTrailer ? .trailer : .finalCRLF(seenCR: false)
+        } else {
+            if signing != nil { chunk.reserveCapacity(size) }
+            state = .chunkData(remaining: size)
+        }
+    }
+
+    private func trailerLineComplete() throws(S3AuthError) {
+        let bytes = takeLine()
+        if bytes.isEmpty {
+            if mode == .streamingSignedTrailer { try verifyTrailer() }
+            state = .done
+            return
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let colon = text.firstIndex(of: ":") else { throw .malformedChunkedBody("malformed trailer line") }
+        let name = text[..<colon].trimmingASCIIWhitespace().lowercased()
+        let value = text[text.index(after: colon)...].trimmingASCIIWhitespace()
+        if name == "x-amz-trailer-signature" {
+            guard mode == .streamingSignedTrailer, trailerSignature == nil else {
+                throw .malformedChunkedBody("unexpected x-amz-trailer-signature")
+            }
+            trailerSignature = value
+        } else {
+            guard trailerSignature == nil else { throw .malformedChunkedBody("trailer after x-amz-trailer-signature") }
+            trailerLines.append((name: name, value: value))
+        }
+    }
+
+    private func verifyChunk(_ data: [UInt8]) throws(S3AuthError) {
+        guard let signing else { return }
+        let hash: String
+        do { hash = Hex.encode(try Crypto.sha256(data)) } catch { throw .internalError }
+        let stringToSign = "AWS4-HMAC-SHA256-PAYLOAD\n\(signing.timestamp)\n\(signing.scope)\n\(previousSignature)\n\(S3SigV4.emptySHA256)\n\(hash)"
+        try check(stringToSign: stringToSign, provided: chunkSignature, key: signing.signingKey)
+        previousSignature = chunkSignature.lowercased()
+    }
+
+    private func verifyTrailer() throws(S3AuthError) {
+        guard let signing else { throw .internalError }
+        guard let provided = trailerSignature else { throw .malformedChunkedBody("missing x-amz-trailer-signature") }
+        let canonical = trailerLines.map { "\($0.name):\($0.value)\n" }.joined()
+        let hash: String
+        do { hash = Hex.encode(try Crypto.sha256(Array(canonical.utf8))) } catch { throw .internalError }
+        let stringToSign = "AWS4-HMAC-SHA256-TRAILER\n\(signing.timestamp)\n\(signing.scope)\n\(previousSignature)\n\(hash)"
+        try check(stringToSign: stringToSign, provided: provided, key: signing.signingKey)
+    }
+
+    private func check(stringToSign: String, provided: String, key: [UInt8]) throws(S3AuthError) {
+        let expected: String
+        do { expected = Hex.encode(try Crypto.hmacSHA256(key: key, stringToSign)) } catch { throw .internalError }
+        guard Crypto.constantTimeEqual(expected, provided.lowercased()) else {
+            throw .signatureDoesNotMatch(S3SignatureMismatch(accessKeyId: signing?.accessKeyId ?? "", stringToSign: stringToSign,
+                                                             signatureProvided: provided, canonicalRequest: ""))
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import TollgateCrypto
+
+// CRC32 (IEEE), CRC32C (Castagnoli) and CRC64/NVME are written here, table-driven, because
+// libcrypto offers no CRC through its EVP API. SHA-1 and SHA-256 go through TollgateCrypto.
+
+/// A reflected table-driven CRC over 32 bits (`poly` in reflected form).
+struct CRC32Engine: Sendable {
+    let table: [UInt32]
+
+    init(reflectedPolynomial poly: UInt32) {
+        table = (0..<256).map { n -> UInt32 in
+            var c = UInt32(n)
+            for _ in 0..<8 { c = c & 1 != 0 ? (c >> 1) ^ poly : c >> 1 }
+            return c
+        }
+    }
+
+    func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        var c = ~crc
+        for byte in bytes { c = table[Int((c ^ UInt32(byte)) & 0xff)] ^ (c >> 8) }
+        return ~c
+    }
+
+    static let ieee = CRC32Engine(reflectedPolynomial: 0xEDB8_8320)
+    static let castagnoli = CRC32Engine(reflectedPolynomial: 0x82F6_3B78)
+}
+
+/// CRC-64/NVME (the `x-amz-checksum-crc64nvme` algorithm), reflected polynomial 0x9A6C9329AC4BC9B5.
+struct CRC64Engine: Sendable {
+    let table: [UInt64]
+
+    init(reflectedPolynomial poly: UInt64) {
+        table = (0..<256).map { n -> UInt64 in
+            var c = UInt64(n)
+            for _ in 0..<8 { c = c & 1 != 0 ? (c >> 1) ^ poly : c >> 1 }
+            return c
+        }
+    }
+
+    func update(_ crc: UInt64, _ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var c = ~crc
+        for byte in bytes { c = table[Int((c ^ UInt64(byte)) & 0xff)] ^ (c >> 8) }
+        return ~c
+    }
+
+    static let nvme = CRC64Engine(reflectedPolynomial: 0x9A6C_9329_AC4B_C9B5)
+}
+
+/// The S3 additional-checksum algorithms (`x-amz-checksum-*`, `x-amz-trailer`).
+public enum ChecksumAlgorithm: String, Sendable, CaseIterable, Equatable {
+    case crc32, crc32c, crc64nvme, sha1, sha256
+
+    /// `x-amz-checksum-crc32`, …
+    public var headerName: String { "x-amz-checksum-\(rawValue)" }
+
+    /// The name S3 uses in messages ("The CRC32 you specified did not match …").
+    public var displayName: String { rawValue.uppercased() }
+
+    /// Size of the raw digest in bytes.
+    public var digestSize: Int {
+        switch self {
+        case .crc32, .crc32c: 4
+        case .crc64nvme: 8
+        case .sha1: 20
+        case .sha256: 32
+        }
+    }
+
+    /// Parses `x-amz-checksum-crc32` (any case) into `.crc32`.
+    public init?(headerName: String) {
+        let lower = headerName.lowercased()
+        guard lower.hasPrefix("x-amz-checksum-") else { return nil }
+        self.init(rawValue: String(lower.dropFirst("x-amz-checksum-".count)))
+    }
+}
+
+/// An expected checksum value, as sent in an `x-amz-checksum-*` header or trailer.
+public struct ExpectedChecksum: Sendable, Equatable {
+    public var algorithm: ChecksumAlgorithm
+    /// The raw digest bytes.
+    public var digest: [UInt8]
+
+    public init(algorithm: ChecksumAlgorithm, digest: [UInt8]) {
+        self.algorithm = algorithm
+        self.digest = digest
+    }
+
+    /// Decodes the base64 value; nil when it is not base64 of the algorithm's digest size.
+    public init?(algorithm: ChecksumAlgorithm, base64 value: String) {
+        guard let digest = Base64.decode(value.trimmingASCIIWhitespace()), digest.count == algorithm.digestSize
+        else { return nil }
+        self.init(algorithm: algorithm, digest: digest)
+    }
+
+    public var base64: String { Base64.encode(digest) }
+}
+
+/// An incremental checksum over a streamed body, for any `ChecksumAlgorithm`.
+/// Not thread-safe: one instance per body.
+public final class StreamingChecksum {
+    public let algorithm: ChecksumAlgorithm
+    private var crc32: UInt32 = 0
+    private var crc64: UInt64 = 0
+    private let digest: StreamingDigest?
+
+    public init(_ algorithm: ChecksumAlgorithm) throws(CryptoError) {
+        self.algorithm = algorithm
+        switch algorithm {
+        case .sha1: digest = try StreamingDigest(.sha1)
+        case .sha256: digest = try StreamingDigest(.sha256)
+        case .crc32, .crc32c, .crc64nvme: digest = nil
+        }
+    }
+
+    public func update(_ bytes: UnsafeRawBufferPointer) throws(CryptoError) {
+        switch algorithm {
+        case .crc32: crc32 = CRC32Engine.ieee.update(crc32, bytes)
+        case .crc32c: crc32 = CRC32Engine.castagnoli.update(crc32, bytes)
+        case .crc64nvme: crc64 = CRC64Engine.nvme.update(crc64, bytes)
+        case .sha1, .sha256: try digest!.update(bytes)
+        }
+    }
+
+    public func update<Bytes: Sequence<UInt8>>(_ bytes: Bytes) throws(CryptoError) {
+        let array = Array(bytes)
+        let result: Result<Void, CryptoError> = array.withUnsafeBytes { buffer in
+            Result { () throws(CryptoError) in try update(buffer) }
+        }
+        try result.get()
+    }
+
+    /// The digest bytes (CRCs big-endian, as S3 encodes them). Call once.
+    public func finalize() throws(CryptoError) -> [UInt8] {
+        switch algorithm {
+        case .crc32, .crc32c:
+            return [UInt8(crc32 >> 24), UInt8(crc32 >> 16 & 0xff), UInt8(crc32 >> 8 & 0xff), UInt8(crc32 & 0xff)]
+        case .crc64nvme:
+            return (0..<8).reversed().map { UInt8(truncatingIfNeeded: crc64 >> (UInt64($0) * 8)) }
+        case .sha1, .sha256:
+            return try digest!.finalize()
+        }
+    }
+
+    /// One-shot convenience.
+    public static func checksum<Bytes: Sequence<UInt8>>(_ algorithm: ChecksumAlgorithm, _ bytes: Bytes) throws(CryptoError) -> [UInt8] {
+        let c = try StreamingChecksum(algorithm)
+        try c.update(bytes)
+        return try c.finalize()
+    }
+}
+
+extension StringProtocol {
+    /// Trims spaces and horizontal tabs (HTTP optional whitespace) at both ends.
+    func trimmingASCIIWhitespace() -> String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}

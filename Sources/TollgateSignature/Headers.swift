@@ -1,0 +1,52 @@
+/// Request headers as the HTTP layer received them: case-insensitive names, each name possibly
+/// repeated. Order of repeated values is kept (SigV4 joins them with commas in that order).
+public struct SignatureHeaders: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+    /// (lowercased name, value as received)
+    public private(set) var fields: [(name: String, value: String)]
+
+    public init() { fields = [] }
+
+    public init<S: Sequence>(_ pairs: S) where S.Element == (String, String) {
+        fields = pairs.map { (name: $0.0.lowercased(), value: $0.1) }
+    }
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        self.init(elements)
+    }
+
+    public mutating func add(name: String, value: String) {
+        fields.append((name: name.lowercased(), value: value))
+    }
+
+    public mutating func remove(name: String) {
+        let lower = name.lowercased()
+        fields.removeAll { $0.name == lower }
+    }
+
+    /// Replaces every value of `name` with `value`.
+    public mutating func set(name: String, value: String) {
+        remove(name: name)
+        add(name: name, value: value)
+    }
+
+    /// The first value of `name`, if any.
+    public subscript(name: String) -> String? {
+        let lower = name.lowercased()
+        return fields.first { $0.name == lower }?.value
+    }
+
+    /// All values of `name`, in the order received.
+    public func values(_ name: String) -> [String] {
+        let lower = name.lowercased()
+        return fields.filter { $0.name == lower }.map(\.value)
+    }
+
+    public func contains(_ name: String) -> Bool { self[name] != nil }
+
+    /// The distinct lowercased names present.
+    public var names: Set<String> { Set(fields.map(\.name)) }
+
+    public static func == (lhs: SignatureHeaders, rhs: SignatureHeaders) -> Bool {
+        lhs.fields.elementsEqual(rhs.fields) { $0.name == $1.name && $0.value == $1.value }
+    }
+}

@@ -1,0 +1,457 @@
+import Foundation
+import TollgateCrypto
+
+/// How an S3 request's body is protected, from `x-amz-content-sha256`.
+public enum S3PayloadMode: Sendable, Equatable {
+    /// A hex SHA-256 of the body, covered by the signature: the body must hash to it.
+    case sha256([UInt8])
+    /// `UNSIGNED-PAYLOAD` (and every presigned request without a payload hash).
+    case unsigned
+    /// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD`: aws-chunked with chunk signatures.
+    case streamingSigned
+    /// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`: signed chunks plus a signed trailer.
+    case streamingSignedTrailer
+    /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: aws-chunked, no chunk signatures, checksum trailer.
+    case streamingUnsignedTrailer
+
+    public static let unsignedPayload = "UNSIGNED-PAYLOAD"
+    public static let streamingSignedPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+    public static let streamingSignedPayloadTrailer = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+    public static let streamingUnsignedPayloadTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+
+    /// Parses an `x-amz-content-sha256` value; nil when it is none of the accepted forms.
+    public init?(headerValue: String) {
+        switch headerValue {
+        case Self.unsignedPayload: self = .unsigned
+        case Self.streamingSignedPayload: self = .streamingSigned
+        case Self.streamingSignedPayloadTrailer: self = .streamingSignedTrailer
+        case Self.streamingUnsignedPayloadTrailer: self = .streamingUnsignedTrailer
+        default:
+            guard headerValue.utf8.count == 64, let digest = Hex.decode(headerValue) else { return nil }
+            self = .sha256(digest)
+        }
+    }
+
+    /// True for the aws-chunked modes: the body must go through `AWSChunkedDecoder`.
+    public var isChunked: Bool {
+        switch self {
+        case .streamingSigned, .streamingSignedTrailer, .streamingUnsignedTrailer: true
+        case .sha256, .unsigned: false
+        }
+    }
+
+    var hasTrailer: Bool { self == .streamingSignedTrailer || self == .streamingUnsignedTrailer }
+    var hasChunkSignatures: Bool { self == .streamingSigned || self == .streamingSignedTrailer }
+}
+
+/// What a chunk signer needs after the headers were verified: the signing key, the scope and
+/// the seed signature. Holds key material: never printed, never logged.
+public struct ChunkSigningContext: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    let accessKeyId: String
+    let signingKey: [UInt8]
+    let timestamp: String
+    let scope: String
+    let seedSignature: String
+
+    public var description: String { "ChunkSigningContext(scope: \(scope), redacted)" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["scope": scope]) }
+}
+
+/// A header-verified S3 request, ready for its body.
+public struct S3VerifiedRequest: Sendable {
+    public var identity: VerifiedIdentity
+    public var payload: S3PayloadMode
+    /// `x-amz-decoded-content-length` for aws-chunked bodies.
+    public var decodedContentLength: Int?
+    /// The checksum the `x-amz-trailer` header announced, for trailer modes.
+    public var trailerChecksum: ChecksumAlgorithm?
+    /// The `x-amz-checksum-*` header value, when sent as a header.
+    public var headerChecksum: ExpectedChecksum?
+    /// The decoded `Content-MD5`, when sent. The HTTP layer (or `S3PayloadVerifier`) compares it
+    /// with the MD5 of the (decoded) body and answers `BadDigest` on mismatch.
+    public var contentMD5: [UInt8]?
+    let chunkSigning: ChunkSigningContext?
+
+    /// The aws-chunked decoder for this request's body, or nil when the body is not aws-chunked.
+    public func makeChunkedDecoder(maxChunkSize: Int = AWSChunkedDecoder.defaultMaxChunkSize) throws(S3AuthError) -> AWSChunkedDecoder? {
+        guard payload.isChunked else { return nil }
+        return try AWSChunkedDecoder(request: self, maxChunkSize: maxChunkSize)
+    }
+
+    /// A verifier for a plain (not aws-chunked) body: SHA-256, Content-MD5 and checksum header.
+    public func makePayloadVerifier() throws(S3AuthError) -> S3PayloadVerifier {
+        var sha: [UInt8]?
+        if case .sha256(let digest) = payload { sha = digest }
+        return try S3PayloadVerifier(expectedSHA256: sha, contentMD5: contentMD5, checksum: headerChecksum)
+    }
+}
+
+/// AWS Signature Version 4 verification for S3 (Authorization header and presigned URLs).
+public enum S3SigV4 {
+    public static let algorithm = "AWS4-HMAC-SHA256"
+    public static let service = "s3"
+    public static let terminator = "aws4_request"
+    public static let maxPresignedExpires = 604_800
+    static let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+    /// True when the request carries SigV4 credentials (header or query).
+    public static func isSigV4(_ request: SignatureRequest) -> Bool {
+        if let auth = request.headers["authorization"], auth.hasPrefix(algorithm + " ") { return true }
+        return request.rawQueryItems.contains { $0.name == "X-Amz-Algorithm" }
+    }
+
+    /// Verifies the request's SigV4 signature (header or presigned) and decodes its payload
+    /// mode. Does not read the body: use `makeChunkedDecoder()` or `makePayloadVerifier()`.
+    public static func verify(_ request: SignatureRequest, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
+        let query = request.rawQueryItems
+        let authorization = request.headers["authorization"]
+        let queryAlgorithm = query.first(named: "X-Amz-Algorithm")
+        if authorization != nil, queryAlgorithm != nil {
+            throw .invalidRequest("Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified")
+        }
+        if let authorization {
+            return try verifyHeader(request, authorization: authorization, query: query, lookup: lookup)
+        }
+        if queryAlgorithm != nil {
+            return try verifyPresigned(request, query: query, lookup: lookup)
+        }
+        throw .accessDenied("Access Denied")
+    }
+
+    // MARK: Authorization header
+
+    struct Credential {
+        var accessKeyId: String
+        var date: String
+        var region: String
+        var service: String
+        var scope: String { "\(date)/\(region)/\(service)/\(S3SigV4.terminator)" }
+    }
+
+    static func parseCredential(_ value: String) -> Credential? {
+        let parts = value.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count >= 5, parts[parts.count - 1] == terminator else { return nil }
+        let accessKeyId = parts[0..<(parts.count - 4)].joined(separator: "/")
+        let date = String(parts[parts.count - 4])
+        guard !accessKeyId.isEmpty, date.utf8.count == 8, date.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        return Credential(accessKeyId: accessKeyId, date: date,
+                          region: String(parts[parts.count - 3]), service: String(parts[parts.count - 2]))
+    }
+
+    /// Splits `Key=value, Key2=value2` (after the algorithm) into a dictionary.
+    static func parseAuthorizationFields(_ rest: Substring) -> [String: String]? {
+        var fields: [String: String] = [:]
+        for part in rest.split(separator: ",") {
+            let item = part.trimmingASCIIWhitespace()
+            guard let eq = item.firstIndex(of: "=") else { return nil }
+            let key = String(item[..<eq])
+            guard fields[key] == nil else { return nil }
+            fields[key] = String(item[item.index(after: eq)...])
+        }
+        return fields
+    }
+
+    static func verifyHeader(_ request: SignatureRequest, authorization: String, query: [RawQueryItem],
+                             lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
+        let prefix = algorithm + " "
+        guard authorization.hasPrefix(prefix) else {
+            throw .authorizationHeaderMalformed("the authorization mechanism is not supported; expecting AWS4-HMAC-SHA256.")
+        }
+        guard let fields = parseAuthorizationFields(authorization.dropFirst(prefix.count)),
+              let credentialValue = fields["Credential"], let signedValue = fields["SignedHeaders"],
+              let signature = fields["Signature"]
+        else {
+            throw .authorizationHeaderMalformed("expecting Credential, SignedHeaders and Signature.")
+        }
+        guard let credential = parseCredential(credentialValue) else {
+            throw .authorizationHeaderMalformed("the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".")
+        }
+        guard credential.service == service else {
+            throw .authorizationHeaderMalformed("incorrect service \"\(credential.service)\". This endpoint belongs to \"s3\".")
+        }
+        let signedHeaders = signedValue.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
+        guard !signedHeaders.isEmpty, signedHeaders.allSatisfy({ !$0.isEmpty && $0 == $0.lowercased() }) else {
+            throw .authorizationHeaderMalformed("the SignedHeaders are mal-formed.")
+        }
+
+        // Time: x-amz-date wins over Date.
+        let timestamp: String
+        let requestTime: Date
+        if let amzDate = request.headers["x-amz-date"] {
+            guard let parsed = SignatureDates.parseISO8601Basic(amzDate.trimmingASCIIWhitespace()) else {
+                throw .accessDenied("AWS authentication requires a valid Date or x-amz-date header")
+            }
+            timestamp = amzDate.trimmingASCIIWhitespace()
+            requestTime = parsed
+        } else if let date = request.headers["date"], let parsed = SignatureDates.parseHTTPDate(date) {
+            timestamp = SignatureDates.formatISO8601Basic(parsed)
+            requestTime = parsed
+        } else {
+            throw .accessDenied("AWS authentication requires a valid Date or x-amz-date header")
+        }
+        guard timestamp.hasPrefix(credential.date) else {
+            throw .authorizationHeaderMalformed("Invalid credential date \"\(credential.date)\". This date is not the same as X-Amz-Date: \"\(timestamp.prefix(8))\".")
+        }
+        if abs(requestTime.timeIntervalSince(request.now)) > maxClockSkewSeconds {
+            throw .requestTimeTooSkewed(requestTime: requestTime, serverTime: request.now)
+        }
+
+        try checkSignedHeaderCoverage(request.headers, signedHeaders: signedHeaders, requireAmz: true)
+
+        guard let contentSHA = request.headers["x-amz-content-sha256"]?.trimmingASCIIWhitespace() else {
+            throw .invalidRequest("Missing required header for this request: x-amz-content-sha256")
+        }
+        guard let payload = S3PayloadMode(headerValue: contentSHA) else { throw .invalidContentSHA256(contentSHA) }
+
+        let token = request.headers["x-amz-security-token"]
+        let secret = try lookupSecret(credential.accessKeyId, token: token, lookup: lookup)
+        let canonical = canonicalRequest(method: request.method, rawPath: request.rawPath, query: query,
+                                         excludingSignature: false, headers: request.headers,
+                                         signedHeaders: signedHeaders, payloadHash: contentSHA)
+        let stringToSign = self.stringToSign(timestamp: timestamp, scope: credential.scope, canonicalRequest: canonical)
+        let key = try signingKey(secret: secret, date: credential.date, region: credential.region)
+        try checkSignature(key: key, stringToSign: stringToSign, provided: signature,
+                           accessKeyId: credential.accessKeyId, canonicalRequest: canonical)
+
+        let identity = VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .s3SigV4, securityToken: token,
+                                        presigned: false, region: credential.region, signedHeaders: signedHeaders,
+                                        requestTime: requestTime, expires: nil)
+        let context = ChunkSigningContext(accessKeyId: credential.accessKeyId, signingKey: key, timestamp: timestamp, scope: credential.scope,
+                                          seedSignature: signature.lowercased())
+        return try finishPayload(request, identity: identity, payload: payload, chunkSigning: context)
+    }
+
+    // MARK: Presigned
+
+    static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem],
+                                lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
+        guard let algorithmValue = query.first(named: "X-Amz-Algorithm"),
+              let credentialValue = query.first(named: "X-Amz-Credential"),
+              let dateValue = query.first(named: "X-Amz-Date"),
+              let expiresValue = query.first(named: "X-Amz-Expires"),
+              let signedValue = query.first(named: "X-Amz-SignedHeaders"),
+              let signature = query.first(named: "X-Amz-Signature")
+        else {
+            throw .authorizationQueryParametersError("Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.")
+        }
+        guard algorithmValue == algorithm else {
+            throw .authorizationQueryParametersError("X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"")
+        }
+        guard let credential = parseCredential(credentialValue) else {
+            throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".")
+        }
+        guard credential.service == service else {
+            throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; incorrect service \"\(credential.service)\". This endpoint belongs to \"s3\".")
+        }
+        guard let requestTime = SignatureDates.parseISO8601Basic(dateValue) else {
+            throw .authorizationQueryParametersError("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
+        }
+        guard dateValue.hasPrefix(credential.date) else {
+            throw .authorizationQueryParametersError("Invalid credential date \"\(credential.date)\". This date is not the same as X-Amz-Date: \"\(dateValue.prefix(8))\".")
+        }
+        guard let expiresSeconds = Int(expiresValue), expiresValue.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
+            throw .authorizationQueryParametersError("X-Amz-Expires should be a number")
+        }
+        guard expiresSeconds >= 1 else {
+            throw .authorizationQueryParametersError("X-Amz-Expires must be non-negative")
+        }
+        guard expiresSeconds <= maxPresignedExpires else {
+            throw .authorizationQueryParametersError("X-Amz-Expires must be less than a week (in seconds) that is; the maximum expires is 604800 seconds")
+        }
+        let signedHeaders = signedValue.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
+        guard !signedHeaders.isEmpty, signedHeaders.allSatisfy({ !$0.isEmpty && $0 == $0.lowercased() }) else {
+            throw .authorizationQueryParametersError("Error parsing the X-Amz-SignedHeaders parameter.")
+        }
+        if requestTime.timeIntervalSince(request.now) > maxClockSkewSeconds {
+            throw .accessDenied("Request is not valid yet")
+        }
+        let expires = requestTime.addingTimeInterval(TimeInterval(expiresSeconds))
+        if request.now > expires {
+            throw .requestExpired(expires: expires, serverTime: request.now, expiresSeconds: expiresSeconds)
+        }
+        try checkSignedHeaderCoverage(request.headers, signedHeaders: signedHeaders, requireAmz: false)
+
+        // The payload hash of a presigned request: a signed X-Amz-Content-Sha256 parameter or
+        // header if the signer put one there, UNSIGNED-PAYLOAD otherwise.
+        let payloadHash = query.first(named: "X-Amz-Content-Sha256")
+            ?? request.headers["x-amz-content-sha256"]?.trimmingASCIIWhitespace()
+            ?? S3PayloadMode.unsignedPayload
+        guard let payload = S3PayloadMode(headerValue: payloadHash) else { throw .invalidContentSHA256(payloadHash) }
+        guard !payload.hasChunkSignatures else {
+            throw .invalidRequest("Chunk signatures are not supported with presigned requests")
+        }
+
+        let queryToken = query.first(named: "X-Amz-Security-Token")
+        let token = queryToken ?? request.headers["x-amz-security-token"]
+        let secret = try lookupSecret(credential.accessKeyId, token: token, lookup: lookup)
+        let canonical = canonicalRequest(method: request.method, rawPath: request.rawPath, query: query,
+                                         excludingSignature: true, headers: request.headers,
+                                         signedHeaders: signedHeaders, payloadHash: payloadHash)
+        let stringToSign = self.stringToSign(timestamp: dateValue, scope: credential.scope, canonicalRequest: canonical)
+        let key = try signingKey(secret: secret, date: credential.date, region: credential.region)
+        try checkSignature(key: key, stringToSign: stringToSign, provided: signature,
+                           accessKeyId: credential.accessKeyId, canonicalRequest: canonical)
+        let identity = VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .s3SigV4, securityToken: token,
+                                        presigned: true, region: credential.region, signedHeaders: signedHeaders,
+                                        requestTime: requestTime, expires: expires)
+        let context = ChunkSigningContext(accessKeyId: credential.accessKeyId, signingKey: key, timestamp: dateValue, scope: credential.scope,
+                                          seedSignature: signature.lowercased())
+        return try finishPayload(request, identity: identity, payload: payload, chunkSigning: context)
+    }
+
+    // MARK: Shared steps
+
+    /// `host` must always be signed; with `requireAmz`, so must every `x-amz-*` header present.
+    static func checkSignedHeaderCoverage(_ headers: SignatureHeaders, signedHeaders: [String], requireAmz: Bool) throws(S3AuthError) {
+        let signed = Set(signedHeaders)
+        var missing: [String] = []
+        if !signed.contains("host") { missing.append("host") }
+        if requireAmz {
+            missing += headers.names.filter { $0.hasPrefix("x-amz-") && !signed.contains($0) }.sorted()
+        }
+        if !missing.isEmpty {
+            throw .accessDenied("There were headers present in the request which were not signed: \(missing.joined(separator: ", "))")
+        }
+    }
+
+    static func lookupSecret(_ accessKeyId: String, token: String?, lookup: SecretLookup) throws(S3AuthError) -> String {
+        do {
+            return try lookup(CredentialQuery(accessKeyId: accessKeyId, securityToken: token, dialect: .s3SigV4))
+        } catch {
+            throw S3AuthError(error, accessKeyId: accessKeyId)
+        }
+    }
+
+    static func checkSignature(key: [UInt8], stringToSign: String, provided: String, accessKeyId: String,
+                               canonicalRequest: String) throws(S3AuthError) {
+        let expected: String
+        do { expected = Hex.encode(try Crypto.hmacSHA256(key: key, stringToSign)) } catch { throw .internalError }
+        guard Crypto.constantTimeEqual(expected, provided.lowercased()) else {
+            throw .signatureDoesNotMatch(S3SignatureMismatch(accessKeyId: accessKeyId, stringToSign: stringToSign,
+                                                             signatureProvided: provided, canonicalRequest: canonicalRequest))
+        }
+    }
+
+    static func finishPayload(_ request: SignatureRequest, identity: VerifiedIdentity, payload: S3PayloadMode,
+                              chunkSigning: ChunkSigningContext) throws(S3AuthError) -> S3VerifiedRequest {
+        var decodedLength: Int?
+        var trailer: ChecksumAlgorithm?
+        if payload.isChunked {
+            guard let value = request.headers["x-amz-decoded-content-length"] else { throw .missingDecodedContentLength }
+            guard let length = Int(value.trimmingASCIIWhitespace()), length >= 0 else {
+                throw .invalidRequest("Invalid x-amz-decoded-content-length")
+            }
+            decodedLength = length
+        }
+        if payload.hasTrailer {
+            guard let name = request.headers["x-amz-trailer"]?.trimmingASCIIWhitespace(), !name.isEmpty else {
+                throw .invalidRequest("The x-amz-trailer header is required with \(payload == .streamingUnsignedTrailer ? S3PayloadMode.streamingUnsignedPayloadTrailer : S3PayloadMode.streamingSignedPayloadTrailer)")
+            }
+            guard let algorithm = ChecksumAlgorithm(headerName: name) else {
+                throw .invalidRequest("The value specified in the x-amz-trailer header is not supported")
+            }
+            trailer = algorithm
+        }
+        let headerChecksum = try parseChecksumHeader(request.headers)
+        var md5: [UInt8]?
+        if let value = request.headers["content-md5"] {
+            guard let digest = ContentMD5.parse(value) else { throw .invalidDigest }
+            md5 = digest
+        }
+        return S3VerifiedRequest(identity: identity, payload: payload, decodedContentLength: decodedLength,
+                                 trailerChecksum: trailer, headerChecksum: headerChecksum, contentMD5: md5,
+                                 chunkSigning: payload.hasChunkSignatures ? chunkSigning : nil)
+    }
+
+    /// The single `x-amz-checksum-<algorithm>` header, if any.
+    public static func parseChecksumHeader(_ headers: SignatureHeaders) throws(S3AuthError) -> ExpectedChecksum? {
+        let present = ChecksumAlgorithm.allCases.filter { headers.contains($0.headerName) }
+        guard let algorithm = present.first else { return nil }
+        guard present.count == 1 else {
+            throw .invalidRequest("Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.")
+        }
+        guard let expected = ExpectedChecksum(algorithm: algorithm, base64: headers[algorithm.headerName] ?? "") else {
+            throw .invalidChecksumValue(name: algorithm.headerName, trailer: false)
+        }
+        return expected
+    }
+
+    // MARK: Canonical forms (public for tests and error bodies)
+
+    /// S3's canonical URI: each path segment percent-decoded once, then encoded with
+    /// `UriEncode` (unreserved kept). S3 neither double-encodes nor normalises `.`/`..`/`//`.
+    public static func canonicalURI(rawPath: String) -> String {
+        if rawPath.isEmpty { return "/" }
+        return rawPath.split(separator: "/", omittingEmptySubsequences: false)
+            .map { PercentEncoding.encode(PercentEncoding.decodeBytes($0)) }
+            .joined(separator: "/")
+    }
+
+    /// Canonical query: every parameter decoded then `UriEncode`d, sorted by encoded name then
+    /// value, `name=value` joined by `&` (`=` kept even when the value is empty).
+    static func canonicalQuery(_ items: [RawQueryItem], excludingSignature: Bool) -> String {
+        var pairs: [(String, String)] = []
+        pairs.reserveCapacity(items.count)
+        for item in items {
+            let name = PercentEncoding.encode(PercentEncoding.decodeBytes(item.rawName, plusIsSpace: true))
+            if excludingSignature && name == "X-Amz-Signature" { continue }
+            let value = PercentEncoding.encode(PercentEncoding.decodeBytes(item.rawValue ?? "", plusIsSpace: true))
+            pairs.append((name, value))
+        }
+        pairs.sort { lhs, rhs in
+            lhs.0 != rhs.0 ? lhs.0.utf8.lexicographicallyPrecedes(rhs.0.utf8) : lhs.1.utf8.lexicographicallyPrecedes(rhs.1.utf8)
+        }
+        return pairs.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+    }
+
+    /// `Trimall`: trims and collapses runs of whitespace to one space.
+    static func trimAll(_ value: String) -> String {
+        value.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }).joined(separator: " ")
+    }
+
+    public static func canonicalRequest(method: String, rawPath: String, rawQuery: String, headers: SignatureHeaders,
+                                        signedHeaders: [String], payloadHash: String, presigned: Bool) -> String {
+        canonicalRequest(method: method, rawPath: rawPath, query: RawQueryItem.parse(rawQuery),
+                         excludingSignature: presigned, headers: headers, signedHeaders: signedHeaders,
+                         payloadHash: payloadHash)
+    }
+
+    static func canonicalRequest(method: String, rawPath: String, query: [RawQueryItem], excludingSignature: Bool,
+                                 headers: SignatureHeaders, signedHeaders: [String], payloadHash: String) -> String {
+        var out = method + "\n" + canonicalURI(rawPath: rawPath) + "\n"
+        out += canonicalQuery(query, excludingSignature: excludingSignature) + "\n"
+        for name in signedHeaders {
+            out += name + ":" + headers.values(name).map(trimAll).joined(separator: ",") + "\n"
+        }
+        out += "\n" + signedHeaders.joined(separator: ";") + "\n" + payloadHash
+        return out
+    }
+
+    public static func stringToSign(timestamp: String, scope: String, canonicalRequest: String) -> String {
+        let hash = (try? Crypto.sha256(Array(canonicalRequest.utf8))).map { Hex.encode($0) } ?? ""
+        return "\(algorithm)\n\(timestamp)\n\(scope)\n\(hash)"
+    }
+
+    /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), "s3"), "aws4_request").
+    static func signingKey(secret: String, date: String, region: String) throws(S3AuthError) -> [UInt8] {
+        do {
+            let kDate = try Crypto.hmacSHA256(key: Array(("AWS4" + secret).utf8), date)
+            let kRegion = try Crypto.hmacSHA256(key: kDate, region)
+            let kService = try Crypto.hmacSHA256(key: kRegion, service)
+            return try Crypto.hmacSHA256(key: kService, terminator)
+        } catch {
+            throw .internalError
+        }
+    }
+}
+
+/// `Content-MD5` handling.
+public enum ContentMD5 {
+    /// The 16 digest bytes of a `Content-MD5` header value, or nil when it is not base64 of 16
+    /// bytes (S3 `InvalidDigest`, OSS `InvalidDigest`).
+    public static func parse(_ value: String) -> [UInt8]? {
+        guard let digest = Base64.decode(value.trimmingASCIIWhitespace()), digest.count == 16 else { return nil }
+        return digest
+    }
+}

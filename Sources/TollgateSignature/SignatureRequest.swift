@@ -1,0 +1,69 @@
+import Foundation
+
+/// A request as the HTTP layer sees it, before any body byte is read. Everything signature
+/// verification needs and nothing else: no sockets, no clock (`now` is passed in).
+public struct SignatureRequest: Sendable, Equatable {
+    /// HTTP method, upper case as sent (`GET`, `PUT`, …).
+    public var method: String
+    /// The path exactly as sent on the request line, still percent-encoded, without the query.
+    public var rawPath: String
+    /// The query string exactly as sent, without the leading `?` (empty when there is none).
+    public var rawQuery: String
+    public var headers: SignatureHeaders
+    /// The server's current time, used for clock skew and expiry checks.
+    public var now: Date
+
+    public init(method: String, rawPath: String, rawQuery: String = "", headers: SignatureHeaders, now: Date) {
+        self.method = method
+        self.rawPath = rawPath
+        self.rawQuery = rawQuery
+        self.headers = headers
+        self.now = now
+    }
+
+    /// Splits a request target (`/bucket/key?acl`) into path and query.
+    public init(method: String, target: String, headers: SignatureHeaders, now: Date) {
+        if let mark = target.firstIndex(of: "?") {
+            self.init(method: method, rawPath: String(target[..<mark]),
+                      rawQuery: String(target[target.index(after: mark)...]), headers: headers, now: now)
+        } else {
+            self.init(method: method, rawPath: target, rawQuery: "", headers: headers, now: now)
+        }
+    }
+
+    /// The query parameters, split on `&` and the first `=`, still encoded, in order.
+    public var rawQueryItems: [RawQueryItem] { RawQueryItem.parse(rawQuery) }
+}
+
+/// One `name=value` pair of a query string, still percent-encoded as sent.
+public struct RawQueryItem: Sendable, Equatable {
+    public var rawName: Substring
+    /// nil when the item had no `=` at all (`?acl`).
+    public var rawValue: Substring?
+
+    /// Percent-decoded name (`+` is a space, as in every query parser S3 and OSS clients meet).
+    public var name: String { PercentEncoding.decode(rawName, plusIsSpace: true) }
+    /// Percent-decoded value, empty when absent.
+    public var value: String { rawValue.map { PercentEncoding.decode($0, plusIsSpace: true) } ?? "" }
+
+    public static func parse(_ query: String) -> [RawQueryItem] {
+        guard !query.isEmpty else { return [] }
+        return query.split(separator: "&", omittingEmptySubsequences: true).map { part in
+            if let eq = part.firstIndex(of: "=") {
+                return RawQueryItem(rawName: part[..<eq], rawValue: part[part.index(after: eq)...])
+            }
+            return RawQueryItem(rawName: part, rawValue: nil)
+        }
+    }
+}
+
+extension Array where Element == RawQueryItem {
+    /// The decoded value of the first item whose decoded name is `name` (case-sensitive).
+    func first(named name: String) -> String? {
+        first { $0.name == name }?.value
+    }
+
+    func count(named name: String) -> Int {
+        reduce(0) { $0 + ($1.name == name ? 1 : 0) }
+    }
+}
