@@ -1,0 +1,121 @@
+import Foundation
+
+/// A problem with the simulator's input (not with a policy): exit code 2 in the CLI.
+public struct SimulationInputError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// The result of `tollgate policy simulate`.
+public struct SimulationResult: Sendable {
+    /// One decision per gateway operation the action names (or one for a raw action).
+    public struct Entry: Sendable {
+        /// Nil for an action the operation table does not know (evaluated as a raw action).
+        public var operation: GatewayOperation?
+        public var decision: PolicyDecision
+    }
+
+    public var entries: [Entry]
+
+    /// Allowed only when every operation the action names is allowed; otherwise the first
+    /// refusal (explicit before implicit).
+    public var decision: PolicyDecision {
+        if let deny = entries.first(where: { $0.decision.outcome == .explicitDeny }) { return deny.decision }
+        if let deny = entries.first(where: { $0.decision.outcome == .implicitDeny }) { return deny.decision }
+        return entries[0].decision
+    }
+
+    /// What the CLI prints: the overall decision, then one line per operation when the
+    /// operations sharing the action name were decided differently.
+    public var lines: [String] {
+        var out = [decision.description]
+        let outcomes = Set(entries.map(\.decision.outcome))
+        if entries.count > 1 && outcomes.count > 1 {
+            for e in entries {
+                let name = e.operation.map { "\($0.rawValue) (\($0.ossAction), \($0.s3Action))" } ?? "raw action"
+                out.append("  \(name): \(e.decision)")
+            }
+        }
+        return out
+    }
+}
+
+/// The policy simulator: `--action`, `--resource` and `--context KEY=VALUE` parsed into a request
+/// and evaluated against a role policy and an optional session policy.
+public enum PolicySimulator {
+    /// Parses `acs:oss:*:*:bucket/key`, `arn:aws:s3:::bucket/key` (or just the bucket), or `*`
+    /// for the service. The bucket is nil for the service.
+    public static func parseResource(_ text: String) throws(SimulationInputError) -> (bucket: String?, key: String?) {
+        var rest: Substring
+        if text == "*" {
+            return (nil, nil)
+        } else if text.hasPrefix("acs:oss:") {
+            let parts = text.dropFirst("acs:oss:".count).split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3 else { throw SimulationInputError("malformed resource \"\(text)\": expected acs:oss:*:*:BUCKET[/KEY] or arn:aws:s3:::BUCKET[/KEY]") }
+            rest = parts[2]
+        } else if text.hasPrefix("arn:aws:s3:::") {
+            rest = text.dropFirst("arn:aws:s3:::".count)
+        } else {
+            throw SimulationInputError("malformed resource \"\(text)\": expected acs:oss:*:*:BUCKET[/KEY] or arn:aws:s3:::BUCKET[/KEY]")
+        }
+        if rest.isEmpty || rest == "*" { return (nil, nil) }
+        guard let slash = rest.firstIndex(of: "/") else { return (String(rest), nil) }
+        let bucket = String(rest[..<slash])
+        guard !bucket.isEmpty else { throw SimulationInputError("resource \"\(text)\" has an empty bucket name") }
+        return (bucket, String(rest[rest.index(after: slash)...]))
+    }
+
+    /// Parses `KEY=VALUE` pairs; a key given several times becomes multi-valued. Sets
+    /// `aws:CurrentTime`/`aws:EpochTime` from `now` unless given.
+    public static func parseContext(_ pairs: [String], now: Date) throws(SimulationInputError) -> RequestContext {
+        var context = RequestContext()
+        for pair in pairs {
+            guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
+                throw SimulationInputError("context \"\(pair)\" is not KEY=VALUE")
+            }
+            context.add(String(pair[..<eq]), String(pair[pair.index(after: eq)...]))
+        }
+        if context.values(for: "aws:CurrentTime") == nil && context.values(for: "aws:EpochTime") == nil {
+            context.setTime(now)
+        }
+        return context
+    }
+
+    /// Evaluates `action` (`oss:GetObject`, `s3:ListBucket`, …) on `resource`.
+    ///
+    /// An action the operation table knows is evaluated for every operation it names in its
+    /// namespace (`s3:ListBucket` → listObjects, listObjectsV2, headBucket); another
+    /// well-formed `oss:`/`s3:` action is evaluated as a raw action string in its namespace.
+    public static func simulate(_ policy: EffectivePolicy, action: String, resource: String, context: RequestContext) throws(SimulationInputError) -> SimulationResult {
+        let (bucket, key) = try parseResource(resource)
+        let operations = GatewayOperation.operations(forAction: action)
+        if operations.isEmpty {
+            let lowered = action.lowercased()
+            let name = lowered.hasPrefix("oss:") ? lowered.dropFirst(4) : lowered.hasPrefix("s3:") ? lowered.dropFirst(3) : ""
+            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }),
+                  let decision = policy.evaluate(action: action, bucket: bucket, key: key, context: context) else {
+                throw SimulationInputError("unknown action \"\(action)\": expected oss:NAME or s3:NAME, e.g. oss:GetObject or s3:ListBucket")
+            }
+            return SimulationResult(entries: [.init(operation: nil, decision: decision)])
+        }
+        var entries: [SimulationResult.Entry] = []
+        for op in operations {
+            switch op.resourceLevel {
+            case .service:
+                entries.append(.init(operation: op, decision: policy.evaluate(op, bucket: nil, key: nil, context: context)))
+            case .bucket:
+                guard let bucket, key == nil else {
+                    throw SimulationInputError("\(action) acts on a bucket: give --resource acs:oss:*:*:BUCKET or arn:aws:s3:::BUCKET")
+                }
+                entries.append(.init(operation: op, decision: policy.evaluate(op, bucket: bucket, key: nil, context: context)))
+            case .object:
+                guard let bucket, let key else {
+                    throw SimulationInputError("\(action) acts on an object: give --resource acs:oss:*:*:BUCKET/KEY or arn:aws:s3:::BUCKET/KEY")
+                }
+                entries.append(.init(operation: op, decision: policy.evaluate(op, bucket: bucket, key: key, context: context)))
+            }
+        }
+        return SimulationResult(entries: entries)
+    }
+}

@@ -1,0 +1,155 @@
+import ArgumentParser
+import Foundation
+import TollgatePolicy
+import TollgateServer
+
+/// `tollgate policy`: validate policy files and ask "would this be allowed?".
+/// A thin shell: parsing, validation and evaluation live in TollgatePolicy.
+struct PolicyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "policy",
+        abstract: "Check and simulate policy files.",
+        subcommands: [Check.self, Simulate.self]
+    )
+
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Validate policy files; prints file:line:column: message for every problem.",
+            discussion: "Exit status: 0 when every file is valid, 1 when any is not, 2 for a bad config."
+        )
+
+        @Argument(help: "Policy files to check.")
+        var files: [String]
+
+        @Option(help: "config.json supplying placeholder Variables (default: ./config.json when present).")
+        var config: String?
+
+        @Option(name: .customLong("var"), help: "A placeholder value, NAME=VALUE (repeatable; overrides the config).")
+        var vars: [String] = []
+
+        func run() async throws {
+            let variables = try placeholderVariables(config: config, vars: vars)
+            var invalid = false
+            for file in files {
+                guard let text = readPolicyText(file) else {
+                    invalid = true
+                    continue
+                }
+                do {
+                    _ = try Policy.load(text: text, file: file, variables: variables)
+                    print("\(file): ok")
+                } catch {
+                    invalid = true
+                    for d in error.diagnostics { writeStandardError(d.description) }
+                }
+            }
+            if invalid { throw ExitCode(1) }
+        }
+    }
+
+    struct Simulate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Evaluate one request against a policy (and an optional session policy).",
+            discussion: """
+            Prints Allow, Deny (explicit) or Deny (implicit) with the deciding statement's file and line.
+            Exit status: 0 allow, 1 deny, 2 bad input (invalid policy, unknown action, malformed resource).
+            Example: tollgate policy simulate --policy policy/user_isolated_policy.txt \\
+                       --action oss:ListObjects --resource acs:oss:*:*:photos \\
+                       --context aws:username=alice --context oss:Prefix=alice/
+            """
+        )
+
+        @Option(help: "The role's policy file (required).")
+        var policy: String?
+
+        @Option(help: "A session policy file; the request must be allowed by both.")
+        var sessionPolicy: String?
+
+        @Option(help: "The action, e.g. oss:GetObject or s3:ListBucket (required).")
+        var action: String?
+
+        @Option(help: "The resource, e.g. acs:oss:*:*:bucket/key or arn:aws:s3:::bucket/key (required).")
+        var resource: String?
+
+        @Option(help: "A request condition key, KEY=VALUE (repeatable), e.g. aws:username=alice, acs:SourceIp=10.0.0.1.")
+        var context: [String] = []
+
+        @Option(help: "config.json supplying placeholder Variables (default: ./config.json when present).")
+        var config: String?
+
+        @Option(name: .customLong("var"), help: "A placeholder value, NAME=VALUE (repeatable; overrides the config).")
+        var vars: [String] = []
+
+        func run() async throws {
+            guard let policyPath = policy, let action, let resource else {
+                writeStandardError("tollgate policy simulate: --policy, --action and --resource are required")
+                throw ExitCode(2)
+            }
+            let variables = try placeholderVariables(config: config, vars: vars)
+            let role = try loadOrExit(policyPath, variables)
+            let session = try sessionPolicy.map { try loadOrExit($0, variables) }
+            do {
+                let requestContext = try PolicySimulator.parseContext(context, now: Date())
+                let result = try PolicySimulator.simulate(
+                    EffectivePolicy(role: role, session: session), action: action, resource: resource, context: requestContext
+                )
+                for line in result.lines { print(line) }
+                if !result.decision.isAllowed { throw ExitCode(1) }
+            } catch let error as SimulationInputError {
+                writeStandardError("tollgate policy simulate: \(error)")
+                throw ExitCode(2)
+            }
+        }
+
+        private func loadOrExit(_ path: String, _ variables: [String: String]) throws -> Policy {
+            guard let text = readPolicyText(path) else { throw ExitCode(2) }
+            do {
+                return try Policy.load(text: text, file: path, variables: variables)
+            } catch {
+                for d in error.diagnostics { writeStandardError(d.description) }
+                throw ExitCode(2)
+            }
+        }
+    }
+}
+
+/// Placeholder values: the config's `Variables` (from `--config`, or `./config.json` when it
+/// exists), overridden by `--var NAME=VALUE`.
+private func placeholderVariables(config: String?, vars: [String]) throws -> [String: String] {
+    var variables: [String: String] = [:]
+    if let config {
+        do {
+            variables = try TollgateConfig.load(path: config).variables
+        } catch {
+            writeStandardError("tollgate: config error: \(error)")
+            throw ExitCode(2)
+        }
+    } else if FileManager.default.fileExists(atPath: "config.json") {
+        do {
+            variables = try TollgateConfig.load(path: "config.json").variables
+        } catch {
+            writeStandardError("tollgate: warning: ignoring ./config.json: \(error)")
+        }
+    }
+    for pair in vars {
+        guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
+            writeStandardError("tollgate: --var \"\(pair)\" is not NAME=VALUE")
+            throw ExitCode(2)
+        }
+        variables[String(pair[..<eq])] = String(pair[pair.index(after: eq)...])
+    }
+    return variables
+}
+
+private func readPolicyText(_ path: String) -> String? {
+    do {
+        return try String(contentsOf: URL(fileURLWithPath: path), encoding: .utf8)
+    } catch {
+        writeStandardError("\(path): cannot read the file: \((error as NSError).localizedDescription)")
+        return nil
+    }
+}
+
+private func writeStandardError(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}
