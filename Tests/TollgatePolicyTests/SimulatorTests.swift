@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+@testable import TollgatePolicy
+
+struct SimCase: CustomTestStringConvertible, Sendable {
+    var policy: String
+    var action: String
+    var resource: String
+    var context: [String]
+    /// nil: an input error is expected.
+    var outcome: PolicyDecision.Outcome?
+    var testDescription: String { "\(policy) \(action) \(resource) \(context)" }
+}
+
+let simCases: [SimCase] = [
+    SimCase(policy: "all_policy.txt", action: "oss:GetObject", resource: "acs:oss:*:*:b/k", context: [], outcome: .allow),
+    SimCase(policy: "all_policy.txt", action: "s3:GetObject", resource: "arn:aws:s3:::b/k", context: [], outcome: .allow),
+    SimCase(policy: "all_policy.txt", action: "oss:ListBuckets", resource: "*", context: [], outcome: .allow),
+    SimCase(policy: "all_policy.txt", action: "oss:GetObjectAcl", resource: "acs:oss:*:*:b/k", context: [], outcome: .allow),
+    SimCase(policy: "all_policy.txt", action: "s3:GetObjectAcl", resource: "arn:aws:s3:::b/k", context: [], outcome: .implicitDeny),
+    SimCase(policy: "bucket_read_policy.txt", action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: [], outcome: .implicitDeny),
+    SimCase(policy: "bucket_read_policy.txt", action: "oss:ListObjects", resource: "acs:oss:*:*:photos", context: [], outcome: .allow),
+    SimCase(policy: "bucket_read_policy.txt", action: "s3:PutObject", resource: "arn:aws:s3:::photos/k", context: [], outcome: .implicitDeny),
+    SimCase(policy: "user_isolated_policy.txt", action: "oss:ListObjects", resource: "acs:oss:*:*:photos",
+            context: ["aws:username=alice", "oss:Prefix=alice/"], outcome: .allow),
+    SimCase(policy: "user_isolated_policy.txt", action: "oss:ListObjects", resource: "acs:oss:*:*:photos",
+            context: ["aws:username=alice", "oss:Prefix=bob/"], outcome: .implicitDeny),
+    SimCase(policy: "user_isolated_policy.txt", action: "s3:PutObject", resource: "arn:aws:s3:::photos/alice/a",
+            context: ["user=alice"], outcome: .allow),
+    SimCase(policy: "all_policy.txt", action: "ec2:RunInstances", resource: "acs:oss:*:*:b/k", context: [], outcome: nil),
+    SimCase(policy: "all_policy.txt", action: "oss:GetObject", resource: "acs:oss:*:*:b", context: [], outcome: nil),
+    SimCase(policy: "all_policy.txt", action: "oss:ListObjects", resource: "acs:oss:*:*:b/k", context: [], outcome: nil),
+    SimCase(policy: "all_policy.txt", action: "oss:GetObject", resource: "s3://b/k", context: [], outcome: nil),
+    SimCase(policy: "all_policy.txt", action: "oss:GetObject", resource: "acs:oss:*:*:b/k", context: ["novalue"], outcome: nil),
+]
+
+@Suite("Simulator")
+struct SimulatorTests {
+    @Test(arguments: simCases)
+    func simulate(_ c: SimCase) throws {
+        let policy = EffectivePolicy(role: try shippedPolicy(c.policy))
+        do {
+            let context = try PolicySimulator.parseContext(c.context, now: Date(timeIntervalSince1970: 0))
+            let result = try PolicySimulator.simulate(policy, action: c.action, resource: c.resource, context: context)
+            #expect(result.decision.outcome == c.outcome)
+        } catch {
+            #expect(c.outcome == nil, "unexpected input error: \(error)")
+        }
+    }
+
+    @Test func resourcesParse() throws {
+        #expect(try PolicySimulator.parseResource("acs:oss:*:*:b/dir/k") == ("b", "dir/k"))
+        #expect(try PolicySimulator.parseResource("arn:aws:s3:::b") == ("b", nil))
+        #expect(try PolicySimulator.parseResource("acs:oss:*:*:*") == (nil, nil))
+    }
+
+    @Test func contextRepeatedKeysAreMultiValuedAndTimeIsSet() throws {
+        let c = try PolicySimulator.parseContext(["jwt:groups=a", "JWT:groups=b", "acs:SourceIp=10.0.0.1"], now: Date(timeIntervalSince1970: 42))
+        #expect(c.values(for: "jwt:groups") == ["a", "b"])
+        #expect(c.values(for: "aws:SourceIp") == ["10.0.0.1"])
+        #expect(c.values(for: "acs:CurrentTime") == ["42"])
+    }
+
+    @Test func differingOperationsAreListed() throws {
+        let policy = EffectivePolicy(role: try shippedPolicy("bucket_read_policy.txt"))
+        let result = try PolicySimulator.simulate(policy, action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: RequestContext())
+        #expect(result.lines.count == 4)
+        #expect(result.lines[0].hasPrefix("Deny (implicit)"))
+        #expect(result.lines.contains { $0.hasPrefix("  listObjects (oss:ListObjects, s3:ListBucket): Allow by policy/bucket_read_policy.txt:3") })
+    }
+}
