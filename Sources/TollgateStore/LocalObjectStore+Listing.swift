@@ -94,9 +94,13 @@ extension LocalObjectStore {
                 }
                 let limit = maxKeys - count + 1
                 sql += " ORDER BY key LIMIT \(limit)"
-                let rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments))
-                scanned += rows.count
-                for row in rows {
+                // A lazy cursor: rows are stepped one at a time, so leaving the loop at a common
+                // prefix costs only the rows actually read.
+                let rows = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(arguments))
+                var fetched = 0
+                while let row = try rows.next() {
+                    fetched += 1
+                    scanned += 1
                     let keyData: Data = row["key"]
                     let key = [UInt8](keyData)
                     if count == maxKeys {
@@ -119,7 +123,7 @@ extension LocalObjectStore {
                     lastItem = key
                     cursor = ListCursor(bound: key, inclusive: false)
                 }
-                if rows.count < limit { break scan }
+                if fetched < limit { break scan }
             }
             let next = truncated ? lastItem : nil
             return ListResult(

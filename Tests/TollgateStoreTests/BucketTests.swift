@@ -1,0 +1,75 @@
+import Foundation
+import NIOCore
+import Testing
+@testable import TollgateStore
+
+@Suite struct BucketTests {
+    @Test(arguments: ["abc", "my-bucket", "my.bucket.name", "a1-b2.c3", "123", String(repeating: "a", count: 63)])
+    func validBucketNames(name: String) {
+        #expect(StoreNames.isValidBucketName(name))
+    }
+
+    @Test(arguments: [
+        "ab", String(repeating: "a", count: 64), "MyBucket", "-abc", "abc-", ".abc", "abc.", "a..b", "a.-b", "a-.b",
+        "a_b", "a b", "192.168.1.1", "xn--abc", "abc-s3alias", "../x", "a/b", "%2e%2e", "ab\u{0}", "ümlaut",
+    ])
+    func invalidBucketNames(name: String) async throws {
+        #expect(!StoreNames.isValidBucketName(name))
+        let box = try Sandbox()
+        let store = try box.open()
+        #expect(await storeError { try await store.createBucket(name) } == .invalidBucketName(bucket: name))
+    }
+
+    @Test func lifecycle() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("zeta")
+        try await store.createBucket("alpha")
+        #expect(await storeError { try await store.createBucket("alpha") } == .bucketAlreadyOwnedByYou(bucket: "alpha"))
+        #expect(try await store.listBuckets().map(\.name) == ["alpha", "zeta"])
+        #expect(try await store.headBucket("alpha").name == "alpha")
+        #expect(await storeError { _ = try await store.headBucket("nope") } == .noSuchBucket(bucket: "nope"))
+
+        try await store.put("alpha", "k", "v")
+        #expect(await storeError { try await store.deleteBucket("alpha") } == .bucketNotEmpty(bucket: "alpha"))
+        try await store.deleteObject(bucket: "alpha", key: "k")
+        let upload = try await store.createMultipartUpload(bucket: "alpha", key: "m", metadata: ObjectMetadata())
+        #expect(await storeError { try await store.deleteBucket("alpha") } == .bucketNotEmpty(bucket: "alpha"))
+        try await store.abortMultipartUpload(bucket: "alpha", key: "m", uploadID: upload.uploadID)
+        try await store.deleteBucket("alpha")
+        #expect(await storeError { try await store.deleteBucket("alpha") } == .noSuchBucket(bucket: "alpha"))
+        #expect(try await store.listBuckets().map(\.name) == ["zeta"])
+    }
+
+    @Test func ensureBucketsIsIdempotentAndKeepsCreationDate() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.ensureBuckets(["logs", "media"])
+        let first = try await store.headBucket("logs")
+        try await Task.sleep(for: .milliseconds(5))
+        try await store.ensureBuckets(["logs", "media", "new-one"])
+        #expect(try await store.headBucket("logs") == first)
+        #expect(try await store.listBuckets().map(\.name) == ["logs", "media", "new-one"])
+        #expect(await storeError { try await store.ensureBuckets(["ok-name", "Bad_Name"]) } == .invalidBucketName(bucket: "Bad_Name"))
+        #expect(await storeError { _ = try await store.headBucket("ok-name") } == .noSuchBucket(bucket: "ok-name"))
+    }
+
+    @Test func errorCodesAndStatuses() {
+        let table: [(StoreError, String, Int)] = [
+            (.noSuchBucket(bucket: "b"), "NoSuchBucket", 404), (.noSuchKey(bucket: "b", key: "k"), "NoSuchKey", 404),
+            (.noSuchUpload(uploadID: "u"), "NoSuchUpload", 404), (.bucketNotEmpty(bucket: "b"), "BucketNotEmpty", 409),
+            (.bucketAlreadyOwnedByYou(bucket: "b"), "BucketAlreadyOwnedByYou", 409), (.invalidBucketName(bucket: "B"), "InvalidBucketName", 400),
+            (.keyTooLong, "KeyTooLongError", 400), (.invalidArgument("x"), "InvalidArgument", 400), (.invalidRange(size: 1), "InvalidRange", 416),
+            (.invalidPart(partNumber: 1), "InvalidPart", 400), (.invalidPartOrder, "InvalidPartOrder", 400),
+            (.entityTooSmall(partNumber: 1), "EntityTooSmall", 400), (.preconditionFailed, "PreconditionFailed", 412),
+            (.positionNotEqualToLength(next: 3), "PositionNotEqualToLength", 409), (.objectNotAppendable, "ObjectNotAppendable", 409),
+            (.internal("disk"), "InternalError", 500),
+        ]
+        for (error, code, status) in table {
+            #expect(error.code == code)
+            #expect(error.httpStatus == status)
+        }
+        // Internal details never reach the client message.
+        #expect(!StoreError.internal("open: /secret/path").message.contains("secret"))
+    }
+}

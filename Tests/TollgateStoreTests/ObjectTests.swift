@@ -1,0 +1,354 @@
+import Foundation
+import NIOCore
+import Testing
+import TollgateCrypto
+@testable import TollgateStore
+
+@Suite struct ObjectTests {
+    @Test func putGetRoundTripWithKnownETags() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("photos")
+        let hello = try await store.put("photos", "hello.txt", "hello world")
+        #expect(hello.etag == "\"5eb63bbbe01eeed093cb22bb8f5acdc3\"")
+        #expect(hello.size == 11)
+        let empty = try await store.put("photos", "empty", "")
+        #expect(empty.etag == "\"d41d8cd98f00b204e9800998ecf8427e\"")
+        #expect(try await store.content("photos", "hello.txt") == "hello world")
+        #expect(try await store.content("photos", "empty") == "")
+        let head = try await store.headObject(bucket: "photos", key: "hello.txt")
+        #expect(head == hello)
+        #expect(StorageLayout.isValidID(head.storageID))
+    }
+
+    @Test func metadataRoundTripsExactly() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("meta")
+        let metadata = ObjectMetadata(
+            contentType: "text/plain; charset=UTF-8", contentEncoding: "gzip",
+            contentDisposition: "attachment; filename=\"r\u{e9}sum\u{e9}.pdf\"", cacheControl: "max-age=60, must-revalidate",
+            expires: "Thu, 01 Dec 1994 16:00:00 GMT", contentLanguage: "de-CH",
+            userMetadata: ["Author": "Zoë  O'Brien", "empty": "", "slash/ish": "a/b\\c", "json": "{\"k\": [1]}", "日本": "語"]
+        )
+        let put = try await store.put("meta", "k", "x", metadata: metadata)
+        #expect(put.metadata == metadata)
+        let head = try await store.headObject(bucket: "meta", key: "k")
+        #expect(head.metadata == metadata)
+        #expect(head.lastModified == put.lastModified)
+        // Millisecond precision stored; whole seconds for HTTP.
+        let ms = head.lastModified.timeIntervalSince1970 * 1000
+        #expect(ms == ms.rounded())
+        #expect(head.lastModifiedSeconds.timeIntervalSince1970 == head.lastModified.timeIntervalSince1970.rounded(.down))
+        // Absent headers stay absent.
+        let plain = try await store.put("meta", "plain", "y")
+        #expect(try await store.headObject(bucket: "meta", key: "plain").metadata == ObjectMetadata())
+        #expect(plain.metadata.contentType == nil)
+    }
+
+    @Test func overwriteReplacesAndRemovesOldFile() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("b-1")
+        let first = try await store.put("b-1", "k", "one")
+        let second = try await store.put("b-1", "k", "two!")
+        #expect(first.storageID != second.storageID)
+        #expect(try await store.content("b-1", "k") == "two!")
+        #expect(box.objectFiles.count == 1)
+        #expect(box.objectFiles.first?.hasSuffix(second.storageID) == true)
+    }
+
+    @Test func readerKeepsOldBytesAcrossConcurrentOverwrite() async throws {
+        let box = try Sandbox()
+        let store = try box.open(readChunkSize: 4)
+        try await store.createBucket("bkt")
+        try await store.put("bkt", "k", "old-version-bytes")
+        let read = try await store.getObject(bucket: "bkt", key: "k", range: nil)
+        try await store.put("bkt", "k", "NEW")
+        try await store.deleteObject(bucket: "bkt", key: "k")
+        #expect(try await string(read.body) == "old-version-bytes")
+    }
+
+    @Test(arguments: [
+        ("bytes=0-4", "01234", true),
+        ("bytes=6-", "6789", true),
+        ("bytes=-3", "789", true),
+        ("bytes=8-100", "89", true),
+        ("bytes=-100", "0123456789", true),
+        ("bytes=9-9", "9", true),
+    ])
+    func ranges(header: String, expected: String, partial: Bool) async throws {
+        let box = try Sandbox()
+        let store = try box.open(readChunkSize: 3)
+        try await store.createBucket("rng")
+        try await store.put("rng", "digits", "0123456789")
+        let range = try #require(ByteRange.parse(header))
+        let read = try await store.getObject(bucket: "rng", key: "digits", range: range)
+        #expect(try await string(read.body) == expected)
+        #expect(read.isPartial == partial)
+        #expect(read.contentLength == Int64(expected.utf8.count))
+    }
+
+    @Test func contentRangeAndUnsatisfiableRanges() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("rng")
+        try await store.put("rng", "digits", "0123456789")
+        try await store.put("rng", "empty", "")
+        let read = try await store.getObject(bucket: "rng", key: "digits", range: .closed(2, 5))
+        #expect(read.contentRange == "bytes 2-5/10")
+        for range in [ByteRange.from(10), .closed(10, 20), .suffix(0)] {
+            #expect(await storeError { _ = try await store.getObject(bucket: "rng", key: "digits", range: range) } == .invalidRange(size: 10))
+        }
+        #expect(await storeError { _ = try await store.getObject(bucket: "rng", key: "empty", range: .suffix(5)) } == .invalidRange(size: 0))
+        #expect(await storeError { _ = try await store.getObject(bucket: "rng", key: "empty", range: .from(0)) } == .invalidRange(size: 0))
+        // Whole empty object without a range is fine.
+        #expect(try await store.getObject(bucket: "rng", key: "empty", range: nil).contentLength == 0)
+    }
+
+    @Test(arguments: [
+        ("bytes=0-0", ByteRange.closed(0, 0)),
+        ("bytes=5-", .from(5)),
+        ("bytes=-7", .suffix(7)),
+        ("Bytes= 1-2 ", .closed(1, 2)),
+    ])
+    func rangeParsing(header: String, expected: ByteRange) {
+        #expect(ByteRange.parse(header) == expected)
+    }
+
+    @Test(arguments: ["bytes=5-1", "bytes=0-1,4-5", "items=0-1", "bytes=-", "bytes=a-b", "bytes=1", "", "bytes=--1", "bytes=+1-2"])
+    func invalidRangeHeadersAreIgnored(header: String) {
+        #expect(ByteRange.parse(header) == nil)
+    }
+
+    @Test func missingObjectsAndBuckets() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("here")
+        #expect(await storeError { _ = try await store.headObject(bucket: "here", key: "nope") } == .noSuchKey(bucket: "here", key: "nope"))
+        #expect(await storeError { _ = try await store.getObject(bucket: "here", key: "nope", range: nil) } == .noSuchKey(bucket: "here", key: "nope"))
+        #expect(await storeError { _ = try await store.headObject(bucket: "gone", key: "k") } == .noSuchBucket(bucket: "gone"))
+        #expect(await storeError { try await store.put("gone", "k", "x") } == .noSuchBucket(bucket: "gone"))
+        #expect(await storeError { try await store.deleteObject(bucket: "gone", key: "k") } == .noSuchBucket(bucket: "gone"))
+        #expect(box.tmpFiles.isEmpty && box.objectFiles.isEmpty)
+    }
+
+    @Test func deleteIsIdempotentAndRemovesFiles() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("del")
+        try await store.put("del", "a", "1")
+        try await store.put("del", "b", "2")
+        try await store.deleteObject(bucket: "del", key: "a")
+        try await store.deleteObject(bucket: "del", key: "a")
+        try await store.deleteObject(bucket: "del", key: "never-existed")
+        #expect(box.objectFiles.count == 1)
+        let results = try await store.deleteObjects(bucket: "del", keys: ["b", "missing", ""])
+        #expect(results.map(\.key) == ["b", "missing", ""])
+        #expect(results[0].error == nil && results[1].error == nil)
+        #expect(results[2].error?.code == "InvalidArgument")
+        #expect(box.objectFiles.isEmpty)
+        #expect(await storeError { _ = try await store.headObject(bucket: "del", key: "b") } == .noSuchKey(bucket: "del", key: "b"))
+    }
+
+    @Test func keyValidation() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("keys")
+        let longest = String(repeating: "é", count: 512)  // 1024 bytes
+        try await store.put("keys", longest, "ok")
+        #expect(try await store.content("keys", longest) == "ok")
+        #expect(await storeError { try await store.put("keys", longest + "x", "no") } == .keyTooLong)
+        #expect(await storeError { try await store.put("keys", "", "no") }?.code == "InvalidArgument")
+        #expect(await storeError { try await store.put("keys", "a\u{0}b", "no") }?.code == "InvalidArgument")
+        #expect(box.tmpFiles.isEmpty && box.objectFiles.count == 1)
+    }
+
+    @Test func hostileKeysStayInsideTheDataDirectory() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("jail")
+        let keys = [
+            "../../etc/passwd", "../escaped", "%2e%2e/x", "%2e%2e%2fx", "/abs", "//double", "..", ".", "a/../../b",
+            "..\\..\\windows", "dir/", "trailing space ", "\u{202e}rtl", "tab\there", "日本語/キー", "💾/../💾",
+            "100% sure", "+plus+", "new\nline", "\(box.root)/outside", "~/home",
+        ]
+        for (i, key) in keys.enumerated() {
+            try await store.put("jail", key, "value-\(i)")
+        }
+        for (i, key) in keys.enumerated() {
+            #expect(try await store.content("jail", key) == "value-\(i)")
+        }
+        let listed = try await store.listObjects(bucket: "jail", query: ListQuery())
+        #expect(Set(listed.objects.map(\.key)) == Set(keys))
+        // Nothing but the data directory in the sandbox, nothing but our layout in it.
+        #expect(box.rootEntries == ["data"])
+        let all = box.files(under: box.data)
+        for file in all {
+            let ok = file.hasPrefix("objects/") || file.hasPrefix("meta.sqlite")
+            #expect(ok, "unexpected file \(file)")
+        }
+        #expect(box.objectFiles.count == keys.count)
+        for file in box.objectFiles {
+            let name = String(file.split(separator: "/").last!)
+            #expect(StorageLayout.isValidID(name))
+        }
+        #expect(!FileManager.default.fileExists(atPath: box.root + "/outside"))
+        #expect(!FileManager.default.fileExists(atPath: box.root + "/escaped"))
+    }
+
+    @Test func abortedBodyLeavesNothing() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("abort")
+        await #expect(throws: ClientAborted.self) {
+            try await store.putObject(bucket: "abort", key: "k", body: FailingBody(chunk: Array(repeating: 7, count: 4096), good: 10), metadata: ObjectMetadata(), options: WriteOptions())
+        }
+        #expect(await storeError { _ = try await store.headObject(bucket: "abort", key: "k") } == .noSuchKey(bucket: "abort", key: "k"))
+        #expect(box.tmpFiles.isEmpty)
+        #expect(box.objectFiles.isEmpty)
+        // An aborted overwrite keeps the old version.
+        try await store.put("abort", "k", "old")
+        await #expect(throws: ClientAborted.self) {
+            try await store.putObject(bucket: "abort", key: "k", body: FailingBody(chunk: [1, 2, 3], good: 2), metadata: ObjectMetadata(), options: WriteOptions())
+        }
+        #expect(try await store.content("abort", "k") == "old")
+        #expect(box.tmpFiles.isEmpty && box.objectFiles.count == 1)
+    }
+
+    struct BadDigest: Error {}
+
+    @Test func failingVerificationKeepsOldVersion() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("verify")
+        let old = try await store.put("verify", "k", "old", metadata: ObjectMetadata(contentType: "text/old"))
+        await #expect(throws: BadDigest.self) {
+            try await store.put("verify", "k", "new", metadata: ObjectMetadata(contentType: "text/new"), options: WriteOptions(verify: { _ in throw BadDigest() }))
+        }
+        #expect(try await store.headObject(bucket: "verify", key: "k") == old)
+        #expect(try await store.content("verify", "k") == "old")
+        #expect(box.tmpFiles.isEmpty)
+        #expect(box.objectFiles.count == 1)
+    }
+
+    @Test func verificationHookSeesDigests() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("verify")
+        let seen = Seen()
+        let content = Array("The quick brown fox jumps over the lazy dog".utf8)
+        _ = try await store.putObject(
+            bucket: "verify", key: "k", body: Chunks([Array(content[0..<10]), [], Array(content[10...])]), metadata: ObjectMetadata(),
+            options: WriteOptions(computeSHA256: true, verify: { digest in seen.set(digest) })
+        )
+        let digest = try #require(seen.get())
+        #expect(digest.size == 43)
+        #expect(Hex.encode(digest.md5) == "9e107d9d372bb6826bd81d3542a419d6")
+        #expect(digest.sha256.map { Hex.encode($0) } == "d7a8fbb307d7809469ca9abcb0082e4f8d5651e46d3cdb762d02d0bf37c9e592")
+    }
+
+    final class Seen: @unchecked Sendable {
+        private let lock = NSLock()
+        private var digest: BodyDigest?
+        func set(_ d: BodyDigest) { lock.withLock { digest = d } }
+        func get() -> BodyDigest? { lock.withLock { digest } }
+    }
+
+    @Test func ifNoneMatchStarRaceHasExactlyOneWinner() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("race")
+        let outcomes = try await withThrowingTaskGroup(of: (Int, StoreError?).self) { group in
+            for i in 0..<8 {
+                group.addTask {
+                    let error = await storeError {
+                        try await store.put("race", "once", "writer-\(i)", options: WriteOptions(preconditions: .init(ifNoneMatch: "*")))
+                    }
+                    return (i, error)
+                }
+            }
+            var all: [(Int, StoreError?)] = []
+            for try await outcome in group { all.append(outcome) }
+            return all
+        }
+        let winners = outcomes.filter { $0.1 == nil }
+        #expect(winners.count == 1)
+        #expect(outcomes.filter { $0.1 == .preconditionFailed }.count == 7)
+        let winner = try #require(winners.first).0
+        #expect(try await store.content("race", "once") == "writer-\(winner)")
+        #expect(box.objectFiles.count == 1)
+        #expect(box.tmpFiles.isEmpty)
+    }
+
+    @Test func preconditionIsCheckedAtCommitNotAtStart() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("race")
+        // A slow upload with If-None-Match: * starts while the key is absent…
+        let (stream, continuation) = AsyncStream<ByteBuffer>.makeStream()
+        continuation.yield(ByteBuffer(string: "slow-"))
+        let slow = Task {
+            await storeError {
+                try await store.putObject(bucket: "race", key: "k", body: stream, metadata: ObjectMetadata(), options: WriteOptions(preconditions: .init(ifNoneMatch: "*")))
+            }
+        }
+        // …a fast writer creates it meanwhile…
+        try await store.put("race", "k", "fast")
+        continuation.yield(ByteBuffer(string: "writer"))
+        continuation.finish()
+        // …so the slow one must fail and leave the fast one's bytes.
+        #expect(await slow.value == .preconditionFailed)
+        #expect(try await store.content("race", "k") == "fast")
+        #expect(box.objectFiles.count == 1 && box.tmpFiles.isEmpty)
+    }
+
+    @Test func ifMatch() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("cond")
+        #expect(await storeError { try await store.put("cond", "k", "x", options: .init(preconditions: .init(ifMatch: "*"))) } == .preconditionFailed)
+        let v1 = try await store.put("cond", "k", "v1")
+        #expect(await storeError { try await store.put("cond", "k", "x", options: .init(preconditions: .init(ifMatch: "\"0123\""))) } == .preconditionFailed)
+        #expect(await storeError { try await store.put("cond", "k", "x", options: .init(preconditions: .init(ifNoneMatch: v1.etag))) } == .preconditionFailed)
+        // Quoted or unquoted ETags both match.
+        let v2 = try await store.put("cond", "k", "v2", options: .init(preconditions: .init(ifMatch: ETag.normalize(v1.etag))))
+        try await store.put("cond", "k", "v3", options: .init(preconditions: .init(ifMatch: v2.etag, ifNoneMatch: v1.etag)))
+        #expect(try await store.content("cond", "k") == "v3")
+        #expect(box.objectFiles.count == 1 && box.tmpFiles.isEmpty)
+    }
+
+    @Test func largeObjectStreamsInBoundedChunks() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("big")
+        let total = 64 * 1024 * 1024
+        let expected = try StreamingDigest(.md5)
+        for try await chunk in GeneratedBody(total: total, chunkSize: 1 << 20) {
+            try chunk.withUnsafeReadableBytes { try expected.update($0) }
+        }
+        let expectedETag = "\"" + Hex.encode(try expected.finalize()) + "\""
+        let info = try await store.putObject(bucket: "big", key: "blob", body: GeneratedBody(total: total, chunkSize: 1 << 20), metadata: ObjectMetadata(), options: WriteOptions())
+        #expect(info.size == Int64(total))
+        #expect(info.etag == expectedETag)
+
+        let read = try await store.getObject(bucket: "big", key: "blob", range: nil)
+        let digest = try StreamingDigest(.md5)
+        var chunks = 0
+        var largest = 0
+        var offset = 0
+        var mismatch = false
+        for try await buffer in read.body {
+            chunks += 1
+            largest = max(largest, buffer.readableBytes)
+            if buffer.readableBytesView.first != GeneratedBody.byte(at: offset) { mismatch = true }
+            offset += buffer.readableBytes
+            try buffer.withUnsafeReadableBytes { try digest.update($0) }
+        }
+        #expect(offset == total)
+        #expect(!mismatch)
+        #expect(largest == 256 * 1024)
+        #expect(chunks == total / (256 * 1024))
+        #expect("\"" + Hex.encode(try digest.finalize()) + "\"" == expectedETag)
+    }
+}

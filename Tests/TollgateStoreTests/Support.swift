@@ -1,0 +1,135 @@
+import Foundation
+import NIOCore
+import TollgateCrypto
+@testable import TollgateStore
+
+/// A fresh directory per test: `<root>/data` is the store's data directory; `<root>` itself
+/// must hold nothing else, which lets tests prove that no file escapes the data directory.
+final class Sandbox {
+    let root: String
+    let data: String
+
+    init() throws {
+        root = NSTemporaryDirectory() + "tollgate-store-" + Hex.encode(try Crypto.randomBytes(count: 8))
+        data = root + "/data"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: root) }
+
+    func open(minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024) throws -> LocalObjectStore {
+        try LocalObjectStore(configuration: .init(directory: data, minimumPartSize: minimumPartSize, readChunkSize: readChunkSize))
+    }
+
+    /// Every regular file under `path`, relative to it.
+    func files(under path: String) -> [String] {
+        guard let walker = FileManager.default.enumerator(atPath: path) else { return [] }
+        var out: [String] = []
+        while let next = walker.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path + "/" + next, isDirectory: &isDirectory), !isDirectory.boolValue {
+                out.append(next)
+            }
+        }
+        return out.sorted()
+    }
+
+    var objectFiles: [String] { files(under: data + "/objects") }
+    var tmpFiles: [String] { files(under: data + "/tmp") }
+    /// Entries of the sandbox root: must be exactly ["data"].
+    var rootEntries: [String] { ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).sorted() }
+}
+
+/// A body made of the given chunks.
+struct Chunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let chunks: [[UInt8]]
+    init(_ chunks: [[UInt8]]) { self.chunks = chunks }
+    init(_ bytes: [UInt8]) { self.chunks = [bytes] }
+    init(_ string: String) { self.chunks = [Array(string.utf8)] }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var rest: ArraySlice<[UInt8]>
+        mutating func next() async throws -> ByteBuffer? {
+            guard let first = rest.popFirst() else { return nil }
+            return ByteBuffer(bytes: first)
+        }
+    }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(rest: chunks[...]) }
+}
+
+struct ClientAborted: Error {}
+
+/// Yields `good` chunks, then throws (a client that disconnects mid-upload).
+struct FailingBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let chunk: [UInt8]
+    let good: Int
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let chunk: [UInt8]
+        var left: Int
+        mutating func next() async throws -> ByteBuffer? {
+            guard left > 0 else { throw ClientAborted() }
+            left -= 1
+            return ByteBuffer(bytes: chunk)
+        }
+    }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(chunk: chunk, left: good) }
+}
+
+/// A deterministic body of `total` bytes generated lazily in `chunkSize` pieces.
+struct GeneratedBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let total: Int
+    let chunkSize: Int
+
+    static func byte(at index: Int) -> UInt8 { UInt8(truncatingIfNeeded: (index &* 2_654_435_761) >> 7) }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let total: Int
+        let chunkSize: Int
+        var offset = 0
+        mutating func next() async throws -> ByteBuffer? {
+            guard offset < total else { return nil }
+            let n = Swift.min(chunkSize, total - offset)
+            var buffer = ByteBuffer()
+            buffer.reserveCapacity(n)
+            let start = offset
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: n) { pointer in
+                for i in 0..<n { pointer[i] = GeneratedBody.byte(at: start + i) }
+                return n
+            }
+            offset += n
+            return buffer
+        }
+    }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(total: total, chunkSize: chunkSize) }
+}
+
+func collect(_ body: ObjectBody) async throws -> [UInt8] {
+    var out: [UInt8] = []
+    for try await buffer in body { out += buffer.readableBytesView }
+    return out
+}
+
+func string(_ body: ObjectBody) async throws -> String {
+    String(decoding: try await collect(body), as: UTF8.self)
+}
+
+func quotedMD5(_ bytes: [UInt8]) throws -> String { "\"" + Hex.encode(try Crypto.md5(bytes)) + "\"" }
+
+extension LocalObjectStore {
+    @discardableResult
+    func put(_ bucket: String, _ key: String, _ content: String, metadata: ObjectMetadata = ObjectMetadata(), options: WriteOptions = WriteOptions()) async throws -> ObjectInfo {
+        try await putObject(bucket: bucket, key: key, body: Chunks(content), metadata: metadata, options: options)
+    }
+
+    func content(_ bucket: String, _ key: String) async throws -> String {
+        try await string(getObject(bucket: bucket, key: key, range: nil).body)
+    }
+}
+
+/// The error a throwing call raised, as a StoreError (nil if it succeeded or threw another type).
+func storeError(_ body: () async throws -> Void) async -> StoreError? {
+    do { try await body(); return nil } catch let error as StoreError { return error } catch { return nil }
+}
