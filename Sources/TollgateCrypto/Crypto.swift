@@ -1,4 +1,5 @@
 import CLibCrypto
+import Synchronization
 
 /// A failure reported by libcrypto. Carries the OpenSSL error string, never key material.
 public struct CryptoError: Error, CustomStringConvertible, Sendable {
@@ -122,6 +123,63 @@ public final class StreamingDigest {
         guard EVP_DigestFinal_ex(context, &output, &length) == 1 else { throw CryptoError("EVP_DigestFinal_ex") }
         return Array(output.prefix(Int(length)))
     }
+}
+
+/// An HMAC key prepared once: the key schedule (inner and outer padded digests) is computed at
+/// init, and each MAC duplicates that state instead of re-fetching the digest and re-keying.
+/// The template context is only read, under a lock, when duplicated; each computation then
+/// owns its own copy, so one `HMACKey` serves any number of threads.
+public final class HMACKey: Sendable {
+    private let template: Mutex<MACContext>
+    public let algorithm: DigestAlgorithm
+
+    public init(_ algorithm: DigestAlgorithm, key: [UInt8]) throws(CryptoError) {
+        let algorithms = try Algorithms.get()
+        guard let context = EVP_MAC_CTX_new(algorithms.hmac) else { throw CryptoError("EVP_MAC_CTX_new") }
+        let initialised = key.withUnsafeBufferPointer { keyBuffer in
+            tollgate_hmac_init(context, keyBuffer.baseAddress, keyBuffer.count, algorithm.name)
+        }
+        guard initialised == 1 else {
+            EVP_MAC_CTX_free(context)
+            throw CryptoError("EVP_MAC_init")
+        }
+        self.template = Mutex(MACContext(pointer: context))
+        self.algorithm = algorithm
+    }
+
+    deinit { template.withLock { EVP_MAC_CTX_free($0.pointer) } }
+
+    public func authenticate(_ data: UnsafeRawBufferPointer) throws(CryptoError) -> [UInt8] {
+        guard let context = template.withLock({ EVP_MAC_CTX_dup($0.pointer) }) else { throw CryptoError("EVP_MAC_CTX_dup") }
+        defer { EVP_MAC_CTX_free(context) }
+        guard EVP_MAC_update(context, data.baseAddress?.assumingMemoryBound(to: UInt8.self), data.count) == 1 else {
+            throw CryptoError("EVP_MAC_update")
+        }
+        var output = [UInt8](repeating: 0, count: algorithm.outputSize)
+        var length = 0
+        guard EVP_MAC_final(context, &output, &length, output.count) == 1 else { throw CryptoError("EVP_MAC_final") }
+        return Array(output.prefix(length))
+    }
+
+    public func authenticate(_ data: [UInt8]) throws(CryptoError) -> [UInt8] {
+        let result: Result<[UInt8], CryptoError> = data.withUnsafeBytes { buffer in
+            Result { () throws(CryptoError) in try authenticate(buffer) }
+        }
+        return try result.get()
+    }
+
+    public func authenticate(_ string: String) throws(CryptoError) -> [UInt8] {
+        var string = string
+        let result: Result<[UInt8], CryptoError> = string.withUTF8 { buffer in
+            Result { () throws(CryptoError) in try authenticate(UnsafeRawBufferPointer(buffer)) }
+        }
+        return try result.get()
+    }
+}
+
+/// An `EVP_MAC_CTX` pointer; only ever touched inside `HMACKey`'s lock.
+struct MACContext: @unchecked Sendable {
+    let pointer: OpaquePointer
 }
 
 /// One-shot hashing, HMAC, randomness and constant-time comparison, all from libcrypto.

@@ -13,6 +13,7 @@ struct TokenController: Sendable {
     let lifetime: Int
     let policies: PolicyStore
     let clock: @Sendable () -> Date
+    let issuedCounter = Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", TollgateConfig.defaultRole)])
 
     func addRoutes(to router: Router<TollgateRequestContext>) {
         for path in Self.paths {
@@ -37,7 +38,7 @@ struct TokenController: Sendable {
                 "client.address": "\(context.clientAddress)",
             ]
         )
-        Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", role)]).increment()
+        issuedCounter.increment()
         return TokenJSON.response(.ok, TokenJSON.credentials(issued))
     }
 }

@@ -19,27 +19,9 @@ public enum TokenJSON {
         object([("StatusCode", String(status)), ("ErrorCode", quoted(code)), ("ErrorMessage", quoted(message))])
     }
 
-    public static func object(_ members: [(String, String)]) -> String {
-        "{" + members.map { "\(quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
-    }
+    public static func object(_ members: [(String, String)]) -> String { JSONText.object(members) }
 
-    /// A JSON string literal (RFC 8259 escaping).
-    public static func quoted(_ string: String) -> String {
-        var out = "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
+    public static func quoted(_ string: String) -> String { JSONText.quoted(string) }
 
     public static func response(_ status: HTTPResponse.Status, _ body: String) -> Response {
         Response(

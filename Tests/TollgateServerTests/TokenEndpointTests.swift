@@ -22,7 +22,7 @@ func tokenShape(path: String, method: HTTPRequest.Method) async throws {
             #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
             let body = String(buffer: response.body)
             // Field order and types exactly as the OSS mobile SDKs' sample server prints them.
-            let pattern = #"^\{"StatusCode":200,"AccessKeyId":"STS\.[A-Za-z0-9]{24}","AccessKeySecret":"[A-Za-z0-9_-]{40,}","SecurityToken":"TG1\.[^"]+","Expiration":"2026-11-18T08:41:40Z"\}$"#
+            let pattern = #"^\{"StatusCode":200,"AccessKeyId":"STS\.[A-Za-z0-9]{24}","AccessKeySecret":"[A-Za-z0-9_-]{40,}","SecurityToken":"TG1\.[^"]+","Expiration":"2026-11-18T11:21:40Z"\}$"#
             #expect(body.range(of: pattern, options: .regularExpression) != nil, "\(body)")
             let json = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
             #expect(json["StatusCode"] as? Int == 200)
@@ -67,14 +67,14 @@ func tokenShape(path: String, method: HTTPRequest.Method) async throws {
     let fixture = try Fixture()
     defer { fixture.remove() }
     let log = CapturedLog()
-    var issued: [[String: Any]] = []
-    try await app(fixture, log: log).test(.live) { client in
+    let bodies = try await app(fixture, log: log).test(.live) { client in
+        var bodies: [String] = []
         for _ in 0..<3 {
-            try await client.execute(uri: "/", method: .get) { response in
-                issued.append(try #require(try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8)) as? [String: Any]))
-            }
+            bodies.append(try await client.execute(uri: "/", method: .get) { String(buffer: $0.body) })
         }
+        return bodies
     }
+    let issued = try bodies.map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
     let lines = log.all.filter { $0.contains("token issued") }
     #expect(lines.count == 3)
     for credentials in issued {

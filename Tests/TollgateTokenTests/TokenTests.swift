@@ -107,6 +107,6 @@ func malformed(token: String) throws {
 
 @Test func expirationFormat() {
     #expect(Timestamp.iso8601(0) == "1970-01-01T00:00:00Z")
-    #expect(Timestamp.iso8601(1_795_000_000) == "2026-11-18T08:26:40Z")
+    #expect(Timestamp.iso8601(1_795_000_000) == "2026-11-18T11:06:40Z")
     #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 1.999)) == "1970-01-01T00:00:01Z")
 }
