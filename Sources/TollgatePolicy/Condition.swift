@@ -138,7 +138,7 @@ struct CompiledCondition: Sendable {
             }
             return unresolved ? nil : false
         case .like(let patterns):
-            let bytes = Array(v.utf8)
+            let bytes = Array(v.utf8) // one small allocation per Like test
             var unresolved = false
             for p in patterns {
                 guard let m = p.matches(bytes, in: context) else { unresolved = true; continue }

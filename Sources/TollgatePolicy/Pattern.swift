@@ -17,6 +17,10 @@ struct CompiledPattern: Sendable, Hashable {
     let hasVariables: Bool
     /// The whole pattern is one literal (the fast path for equality).
     let literal: [UInt8]?
+    /// Literal bytes every match must start / end with: a cheap reject before variables are
+    /// resolved or the glob runs.
+    let prefix: [UInt8]
+    let suffix: [UInt8]
 
     init(tokens: [PatternToken]) {
         // Merge adjacent literals and collapse repeated stars.
@@ -33,6 +37,8 @@ struct CompiledPattern: Sendable, Hashable {
         }
         self.tokens = merged
         self.hasVariables = merged.contains { if case .variable = $0 { true } else { false } }
+        if case .literal(let l)? = merged.first { prefix = l } else { prefix = [] }
+        if merged.count > 1, case .literal(let l)? = merged.last { suffix = l } else { suffix = [] }
         if merged.isEmpty {
             literal = []
         } else if merged.count == 1, case .literal(let l) = merged[0] {
@@ -62,6 +68,10 @@ struct CompiledPattern: Sendable, Hashable {
     /// Matches `subject`; nil when a variable in the pattern has no value in `context`.
     func matches(_ subject: [UInt8], in context: RequestContext) -> Bool? {
         if let literal { return literal == subject }
+        // A subject without the fixed prefix/suffix cannot match whatever the variables hold.
+        guard subject.count >= prefix.count + suffix.count,
+              subject.starts(with: prefix),
+              suffix.isEmpty || subject[(subject.count - suffix.count)...].elementsEqual(suffix) else { return false }
         guard let tokens = resolved(in: context) else { return nil }
         return globMatch(tokens, subject)
     }
