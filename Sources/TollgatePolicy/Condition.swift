@@ -87,7 +87,7 @@ struct CompiledCondition: Sendable {
     var values: ConditionValues
 
     /// Evaluates against the request; nil when a policy variable in a value has no value.
-    func evaluate(_ context: RequestContext) -> Bool? {
+    func evaluate(_ context: PolicyContext) -> Bool? {
         let present = context.values(canonical: key)
         if case .null(let expectations) = values {
             let absent = present?.isEmpty ?? true
@@ -120,7 +120,7 @@ struct CompiledCondition: Sendable {
 
     /// Whether one request value matches any policy value (positive sense); nil when no value
     /// matched and some policy value could not be resolved.
-    private func matchesAny(_ v: String, _ context: RequestContext) -> Bool? {
+    private func matchesAny(_ v: String, _ context: PolicyContext) -> Bool? {
         switch values {
         case .strings(let patterns):
             var unresolved = false

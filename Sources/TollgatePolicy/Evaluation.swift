@@ -43,7 +43,7 @@ enum RequestAction {
 
 extension Policy {
     /// Authorises `operation` on `bucket`/`key` (nil where the operation's level has none).
-    public func evaluate(_ operation: GatewayOperation, bucket: String?, key: String?, context: RequestContext) -> PolicyDecision {
+    public func evaluate(_ operation: GatewayOperation, bucket: String?, key: String?, context: PolicyContext) -> PolicyDecision {
         guard let resource = Self.resourceBytes(level: operation.resourceLevel, bucket: bucket, key: key) else {
             return PolicyDecision(outcome: .implicitDeny, statement: nil, policyFile: file)
         }
@@ -51,14 +51,14 @@ extension Policy {
     }
 
     /// Authorises one check (see ``GatewayOperation/requiredChecks(bucket:key:sourceBucket:sourceKey:)``).
-    public func evaluate(_ check: PolicyCheck, context: RequestContext) -> PolicyDecision {
+    public func evaluate(_ check: PolicyCheck, context: PolicyContext) -> PolicyDecision {
         evaluate(check.operation, bucket: check.bucket, key: check.key, context: context)
     }
 
     /// Authorises a raw action such as `oss:GetObjectAcl` (case-insensitive, `oss:` or `s3:`),
     /// matched only by patterns of its own namespace and `*`. The resource level follows from
     /// which of `bucket` and `key` are given. Nil when `action` is not `oss:NAME`/`s3:NAME`.
-    public func evaluate(action: String, bucket: String?, key: String?, context: RequestContext) -> PolicyDecision? {
+    public func evaluate(action: String, bucket: String?, key: String?, context: PolicyContext) -> PolicyDecision? {
         guard let parsed = Self.parseRawAction(action) else { return nil }
         let level: ResourceLevel = bucket == nil ? .service : (key == nil ? .bucket : .object)
         let resource = Self.resourceBytes(level: level, bucket: bucket, key: key) ?? []
@@ -93,7 +93,7 @@ extension Policy {
     }
 
     /// Explicit Deny beats Allow beats implicit deny.
-    func decide(_ action: RequestAction, resource: [UInt8], context: RequestContext) -> PolicyDecision {
+    func decide(_ action: RequestAction, resource: [UInt8], context: PolicyContext) -> PolicyDecision {
         var allowedBy: StatementReference?
         for statement in statements {
             guard statement.applies(action, resource: resource, context: context) else { continue }
@@ -111,7 +111,7 @@ extension CompiledStatement {
     /// Whether the statement matches the request. A policy variable with no value in the
     /// request never widens access: in an Allow statement the element it sits in fails, in a
     /// Deny statement it holds (so the Deny still applies).
-    func applies(_ action: RequestAction, resource: [UInt8], context: RequestContext) -> Bool {
+    func applies(_ action: RequestAction, resource: [UInt8], context: PolicyContext) -> Bool {
         let listed: Bool
         switch action {
         case .operation(let op):
@@ -158,18 +158,18 @@ public struct EffectivePolicy: Sendable {
         self.session = session
     }
 
-    public func evaluate(_ operation: GatewayOperation, bucket: String?, key: String?, context: RequestContext) -> PolicyDecision {
+    public func evaluate(_ operation: GatewayOperation, bucket: String?, key: String?, context: PolicyContext) -> PolicyDecision {
         combine(role.evaluate(operation, bucket: bucket, key: key, context: context),
                 session?.evaluate(operation, bucket: bucket, key: key, context: context))
     }
 
-    public func evaluate(_ check: PolicyCheck, context: RequestContext) -> PolicyDecision {
+    public func evaluate(_ check: PolicyCheck, context: PolicyContext) -> PolicyDecision {
         evaluate(check.operation, bucket: check.bucket, key: check.key, context: context)
     }
 
     /// Authorises every check (for copy: read the source, write the target); the first
     /// non-allow decides, otherwise the last allow.
-    public func evaluate(_ checks: [PolicyCheck], context: RequestContext) -> PolicyDecision {
+    public func evaluate(_ checks: [PolicyCheck], context: PolicyContext) -> PolicyDecision {
         var last = PolicyDecision(outcome: .implicitDeny, statement: nil, policyFile: role.file)
         for check in checks {
             last = evaluate(check, context: context)
@@ -179,7 +179,7 @@ public struct EffectivePolicy: Sendable {
     }
 
     /// A raw action (see ``Policy/evaluate(action:bucket:key:context:)``); nil when malformed.
-    public func evaluate(action: String, bucket: String?, key: String?, context: RequestContext) -> PolicyDecision? {
+    public func evaluate(action: String, bucket: String?, key: String?, context: PolicyContext) -> PolicyDecision? {
         guard let r = role.evaluate(action: action, bucket: bucket, key: key, context: context) else { return nil }
         return combine(r, session?.evaluate(action: action, bucket: bucket, key: key, context: context))
     }

@@ -50,7 +50,7 @@ struct CompiledPattern: Sendable, Hashable {
 
     /// The pattern with variables replaced by the context's values (matched literally, so a
     /// value containing `*` cannot widen the match). Nil when a variable has no value.
-    func resolved(in context: RequestContext) -> [PatternToken]? {
+    func resolved(in context: PolicyContext) -> [PatternToken]? {
         guard hasVariables else { return tokens }
         var out: [PatternToken] = []
         out.reserveCapacity(tokens.count)
@@ -66,7 +66,7 @@ struct CompiledPattern: Sendable, Hashable {
     }
 
     /// Matches `subject`; nil when a variable in the pattern has no value in `context`.
-    func matches(_ subject: [UInt8], in context: RequestContext) -> Bool? {
+    func matches(_ subject: [UInt8], in context: PolicyContext) -> Bool? {
         if let literal { return literal == subject }
         // A subject without the fixed prefix/suffix cannot match whatever the variables hold.
         guard subject.count >= prefix.count + suffix.count,
@@ -77,7 +77,7 @@ struct CompiledPattern: Sendable, Hashable {
     }
 
     /// The resolved pattern as a plain string (for Equals comparisons); nil when unresolved.
-    func resolvedString(in context: RequestContext) -> String? {
+    func resolvedString(in context: PolicyContext) -> String? {
         if let literal { return String(decoding: literal, as: UTF8.self) }
         guard let tokens = resolved(in: context) else { return nil }
         var bytes: [UInt8] = []

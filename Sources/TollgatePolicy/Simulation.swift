@@ -68,8 +68,8 @@ public enum PolicySimulator {
 
     /// Parses `KEY=VALUE` pairs; a key given several times becomes multi-valued. Sets
     /// `aws:CurrentTime`/`aws:EpochTime` from `now` unless given.
-    public static func parseContext(_ pairs: [String], now: Date) throws(SimulationInputError) -> RequestContext {
-        var context = RequestContext()
+    public static func parseContext(_ pairs: [String], now: Date) throws(SimulationInputError) -> PolicyContext {
+        var context = PolicyContext()
         for pair in pairs {
             guard let eq = pair.firstIndex(of: "="), eq != pair.startIndex else {
                 throw SimulationInputError("context \"\(pair)\" is not KEY=VALUE")
@@ -87,7 +87,7 @@ public enum PolicySimulator {
     /// An action the operation table knows is evaluated for every operation it names in its
     /// namespace (`s3:ListBucket` → listObjects, listObjectsV2, headBucket); another
     /// well-formed `oss:`/`s3:` action is evaluated as a raw action string in its namespace.
-    public static func simulate(_ policy: EffectivePolicy, action: String, resource: String, context: RequestContext) throws(SimulationInputError) -> SimulationResult {
+    public static func simulate(_ policy: EffectivePolicy, action: String, resource: String, context: PolicyContext) throws(SimulationInputError) -> SimulationResult {
         let (bucket, key) = try parseResource(resource)
         let operations = GatewayOperation.operations(forAction: action)
         if operations.isEmpty {

@@ -195,7 +195,7 @@ struct ConditionTests {
     @Test("operator table", arguments: conditionCases)
     func operatorRow(_ c: CondCase) throws {
         let policy = try conditionPolicy(c.op, c.key, c.values)
-        var context = RequestContext()
+        var context = PolicyContext()
         if let values = c.request {
             if c.contextKey == "both" {
                 context.set(c.key, values: values)
@@ -212,10 +212,10 @@ struct ConditionTests {
     @Test func keysAndOperatorsAreANDed() throws {
         let text = #"{"Version":"1","Statement":{"Effect":"Allow","Action":"oss:GetObject","Resource":"*","Condition":{"IpAddress":{"acs:SourceIp":"10.0.0.0/8"},"Bool":{"acs:SecureTransport":"true"},"StringEquals":{"aws:username":"alice","jwt:aud":"app"}}}}"#
         let p = try Policy.load(text: text, file: "p")
-        let all = RequestContext(["aws:SourceIp": "10.0.0.1", "aws:SecureTransport": "true", "aws:username": "alice", "jwt:aud": "app"])
+        let all = PolicyContext(["aws:SourceIp": "10.0.0.1", "aws:SecureTransport": "true", "aws:username": "alice", "jwt:aud": "app"])
         #expect(p.evaluate(.getObject, bucket: "b", key: "k", context: all).isAllowed)
         for dropped in ["aws:SourceIp", "aws:SecureTransport", "aws:username", "jwt:aud"] {
-            var partial = RequestContext()
+            var partial = PolicyContext()
             for (k, v) in ["aws:SourceIp": "10.0.0.1", "aws:SecureTransport": "true", "aws:username": "alice", "jwt:aud": "app"] where k != dropped {
                 partial.set(k, v)
             }
@@ -225,8 +225,8 @@ struct ConditionTests {
 
     @Test func contextTimeFromDate() throws {
         let p = try conditionPolicy("DateLessThan", "aws:CurrentTime", #""2026-01-01T00:00:00Z""#)
-        let before = RequestContext(now: Date(timeIntervalSince1970: 1_767_225_599))
-        let after = RequestContext(now: Date(timeIntervalSince1970: 1_767_225_600))
+        let before = PolicyContext(now: Date(timeIntervalSince1970: 1_767_225_599))
+        let after = PolicyContext(now: Date(timeIntervalSince1970: 1_767_225_600))
         #expect(p.evaluate(.getObject, bucket: "b", key: "k", context: before).isAllowed)
         #expect(!p.evaluate(.getObject, bucket: "b", key: "k", context: after).isAllowed)
     }

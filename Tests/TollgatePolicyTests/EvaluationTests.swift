@@ -153,36 +153,36 @@ struct EvaluationTests {
 
     func check(_ c: EvalCase) throws {
         let policy = try Policy.load(text: c.policy, file: "p.json")
-        let d = policy.evaluate(c.operation, bucket: c.bucket, key: c.key, context: RequestContext(c.context))
+        let d = policy.evaluate(c.operation, bucket: c.bucket, key: c.key, context: PolicyContext(c.context))
         #expect(d.outcome == c.outcome, "\(d)")
     }
 
     @Test func decisionNamesTheDecidingStatement() throws {
         let p = try Policy.load(text: denyOnDelete, file: "policy/p.txt")
-        let deny = p.evaluate(.deleteObject, bucket: "b", key: "k", context: RequestContext())
+        let deny = p.evaluate(.deleteObject, bucket: "b", key: "k", context: PolicyContext())
         #expect(deny.statement == StatementReference(file: "policy/p.txt", line: 3, column: 3, index: 2, sid: "NoDelete"))
         #expect(deny.description == #"Deny (explicit) by policy/p.txt:3 (statement 2 "NoDelete")"#)
-        let allow = p.evaluate(.getObject, bucket: "b", key: "k", context: RequestContext())
+        let allow = p.evaluate(.getObject, bucket: "b", key: "k", context: PolicyContext())
         #expect(allow.statement?.index == 1)
         #expect(allow.statement?.line == 2)
         #expect(allow.description == "Allow by policy/p.txt:2 (statement 1)")
-        let none = try Policy.load(text: denyFirst, file: "q").evaluate(.getObject, bucket: "z", key: "k", context: RequestContext())
+        let none = try Policy.load(text: denyFirst, file: "q").evaluate(.getObject, bucket: "z", key: "k", context: PolicyContext())
         #expect(none.statement == nil)
         #expect(none.description == "Deny (implicit): no statement in q allows the request")
     }
 
     @Test func rawActionsAreMatchedInTheirNamespace() throws {
         let p = try Policy.load(text: allow(#"["oss:GetObject*","s3:PutObjectAcl"]"#, #""*""#), file: "p")
-        #expect(p.evaluate(action: "oss:GetObjectAcl", bucket: "b", key: "k", context: RequestContext())?.isAllowed == true)
-        #expect(p.evaluate(action: "s3:GetObjectAcl", bucket: "b", key: "k", context: RequestContext())?.isAllowed == false)
-        #expect(p.evaluate(action: "S3:putobjectacl", bucket: "b", key: "k", context: RequestContext())?.isAllowed == true)
-        #expect(p.evaluate(action: "ec2:Run", bucket: "b", key: "k", context: RequestContext()) == nil)
+        #expect(p.evaluate(action: "oss:GetObjectAcl", bucket: "b", key: "k", context: PolicyContext())?.isAllowed == true)
+        #expect(p.evaluate(action: "s3:GetObjectAcl", bucket: "b", key: "k", context: PolicyContext())?.isAllowed == false)
+        #expect(p.evaluate(action: "S3:putobjectacl", bucket: "b", key: "k", context: PolicyContext())?.isAllowed == true)
+        #expect(p.evaluate(action: "ec2:Run", bucket: "b", key: "k", context: PolicyContext()) == nil)
     }
 
     @Test func objectOperationWithoutKeyIsDenied() throws {
         let p = try Policy.load(text: allow(#""*""#, #""*""#), file: "p")
-        #expect(!p.evaluate(.getObject, bucket: "b", key: nil, context: RequestContext()).isAllowed)
-        #expect(!p.evaluate(.listObjects, bucket: nil, key: nil, context: RequestContext()).isAllowed)
+        #expect(!p.evaluate(.getObject, bucket: "b", key: nil, context: PolicyContext()).isAllowed)
+        #expect(!p.evaluate(.listObjects, bucket: nil, key: nil, context: PolicyContext()).isAllowed)
     }
 }
 
@@ -220,7 +220,7 @@ struct SessionPolicyTests {
     func intersection(_ c: SessionCase) throws {
         let role = try Policy.load(text: c.role, file: "role.json")
         let session = try c.session.map { try Policy.load(text: $0, file: "session.json") }
-        let d = EffectivePolicy(role: role, session: session).evaluate(c.operation, bucket: "b", key: c.key, context: RequestContext())
+        let d = EffectivePolicy(role: role, session: session).evaluate(c.operation, bucket: "b", key: c.key, context: PolicyContext())
         #expect(d.outcome == c.outcome)
         #expect((d.statement?.file ?? d.policyFile) == c.decidedBy)
     }
@@ -236,11 +236,11 @@ struct SessionPolicyTests {
         let effective = EffectivePolicy(role: role)
         let ok = GatewayOperation.copyObject.requiredChecks(bucket: "dst", key: "k", sourceBucket: "src", sourceKey: "k")
         #expect(ok.map(\.operation) == [.putObject, .getObject])
-        #expect(effective.evaluate(ok, context: RequestContext()).isAllowed)
+        #expect(effective.evaluate(ok, context: PolicyContext()).isAllowed)
         let reversed = GatewayOperation.copyObject.requiredChecks(bucket: "src", key: "k", sourceBucket: "dst", sourceKey: "k")
-        #expect(!effective.evaluate(reversed, context: RequestContext()).isAllowed)
+        #expect(!effective.evaluate(reversed, context: PolicyContext()).isAllowed)
         let partCopy = GatewayOperation.uploadPartCopy.requiredChecks(bucket: "dst", key: "k", sourceBucket: "other", sourceKey: "k")
-        #expect(!effective.evaluate(partCopy, context: RequestContext()).isAllowed)
+        #expect(!effective.evaluate(partCopy, context: PolicyContext()).isAllowed)
         #expect(GatewayOperation.deleteObjects.requiredChecks(bucket: "b", key: "k").map(\.operation) == [.deleteObject])
     }
 }

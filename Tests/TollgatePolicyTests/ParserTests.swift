@@ -148,8 +148,8 @@ struct ParserDiagnosticTests {
     @Test func placeholderFilledValueIsUsed() throws {
         let text = #"{"Version":"1","Statement":{"Effect":"Allow","Resource":"acs:oss:*:*:$BUCKET_NAME/*","Action":"oss:GetObject"}}"#
         let p = try Policy.load(text: text, file: "p", variables: ["BUCKET_NAME": "photos"])
-        #expect(p.evaluate(.getObject, bucket: "photos", key: "a", context: RequestContext()).isAllowed)
-        #expect(!p.evaluate(.getObject, bucket: "other", key: "a", context: RequestContext()).isAllowed)
+        #expect(p.evaluate(.getObject, bucket: "photos", key: "a", context: PolicyContext()).isAllowed)
+        #expect(!p.evaluate(.getObject, bucket: "other", key: "a", context: PolicyContext()).isAllowed)
     }
 
     @Test func policyVariablesAreNotPlaceholders() throws {

@@ -94,7 +94,7 @@ struct ReferencePolicyTests {
     @Test("must allow / must refuse", arguments: referenceCases)
     func reference(_ c: RefCase) throws {
         let policy = try shippedPolicy(c.file)
-        let d = policy.evaluate(c.operation, bucket: c.bucket, key: c.key, context: RequestContext(c.context))
+        let d = policy.evaluate(c.operation, bucket: c.bucket, key: c.key, context: PolicyContext(c.context))
         #expect(d.isAllowed == c.allowed, "\(d)")
     }
 
@@ -207,7 +207,7 @@ struct AWSExampleTests {
     @Test(arguments: awsCases)
     func example(_ c: AWSCase) throws {
         let p = try Policy.load(text: c.policy, file: "aws.json")
-        let d = p.evaluate(c.operation, bucket: c.bucket, key: c.key, context: RequestContext(c.context))
+        let d = p.evaluate(c.operation, bucket: c.bucket, key: c.key, context: PolicyContext(c.context))
         #expect(d.outcome == c.outcome, "\(d)")
     }
 }

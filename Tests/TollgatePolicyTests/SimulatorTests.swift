@@ -63,7 +63,7 @@ struct SimulatorTests {
 
     @Test func differingOperationsAreListed() throws {
         let policy = EffectivePolicy(role: try shippedPolicy("bucket_read_policy.txt"))
-        let result = try PolicySimulator.simulate(policy, action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: RequestContext())
+        let result = try PolicySimulator.simulate(policy, action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: PolicyContext())
         #expect(result.lines.count == 4)
         #expect(result.lines[0].hasPrefix("Deny (implicit)"))
         #expect(result.lines.contains { $0.hasPrefix("  listObjects (oss:ListObjects, s3:ListBucket): Allow by policy/bucket_read_policy.txt:3") })

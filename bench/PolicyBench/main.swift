@@ -41,7 +41,7 @@ do {
     exit(2)
 }
 
-var context = RequestContext(
+var context = PolicyContext(
     now: Date(timeIntervalSince1970: 1_790_000_000),
     sourceIp: "10.1.2.3",
     secureTransport: true,

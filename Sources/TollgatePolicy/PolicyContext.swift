@@ -73,7 +73,7 @@ public enum ConditionKeys {
 ///
 /// Keys are case-insensitive and take either spelling (`acs:SourceIp` = `aws:SourceIp`). Pure
 /// value: the caller supplies the time (`now`), the client address and the token's identity.
-public struct RequestContext: Sendable, Hashable {
+public struct PolicyContext: Sendable, Hashable {
     private(set) var values: [String: [String]] = [:]
 
     public init() {}
