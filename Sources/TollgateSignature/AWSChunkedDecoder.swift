@@ -133,14 +133,24 @@ public final class AWSChunkedDecoder {
         }
     }
 
-    /// Convenience for arrays and slices.
-    public func decode<Bytes: Sequence<UInt8>>(_ input: Bytes) throws(S3AuthError) -> [UInt8] {
-        var output: [UInt8] = []
+    /// Decodes `input` (an array, slice, or any byte sequence), appending verified payload bytes
+    /// to `output`.
+    public func decode<Bytes: Sequence<UInt8>>(_ input: Bytes, into output: inout [UInt8]) throws(S3AuthError) {
+        let result: Result<Void, S3AuthError>? = input.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(S3AuthError) in try decode(UnsafeRawBufferPointer(buffer), into: &output) }
+        }
+        if let result { return try result.get() }
         let bytes = Array(input)
-        let result: Result<Void, S3AuthError> = bytes.withUnsafeBytes { buffer in
+        let copied: Result<Void, S3AuthError> = bytes.withUnsafeBytes { buffer in
             Result { () throws(S3AuthError) in try decode(buffer, into: &output) }
         }
-        try result.get()
+        try copied.get()
+    }
+
+    /// Decodes `input` and returns the verified payload bytes it completed.
+    public func decode<Bytes: Sequence<UInt8>>(_ input: Bytes) throws(S3AuthError) -> [UInt8] {
+        var output: [UInt8] = []
+        try decode(input, into: &output)
         return output
     }
 

@@ -1,0 +1,51 @@
+/// Which authentication scheme a request uses, decided from its headers and query alone.
+/// The gateway calls this first, then `S3SigV4.verify` or `OSSSignature.verify`.
+public enum SignatureScheme: Sendable, Equatable {
+    case anonymous
+    case s3SigV4Header
+    case s3SigV4Query
+    case ossV1Header
+    case ossV1Query
+    case ossV4Header
+    case ossV4Query
+    /// A scheme Tollgate does not implement (AWS SigV2 `AWS ak:sig`, `OSS2`, …), by name.
+    case unsupported(String)
+
+    public var dialect: SignatureDialect? {
+        switch self {
+        case .s3SigV4Header, .s3SigV4Query: .s3SigV4
+        case .ossV1Header, .ossV1Query: .ossV1
+        case .ossV4Header, .ossV4Query: .ossV4
+        case .anonymous, .unsupported: nil
+        }
+    }
+
+    /// True when the request speaks the OSS dialect (and gets OSS errors and headers back):
+    /// `Authorization: OSS …`/`OSS4-HMAC-SHA256 …`, or `OSSAccessKeyId`/`x-oss-signature-version`
+    /// in the query.
+    public var isOSS: Bool {
+        switch self {
+        case .ossV1Header, .ossV1Query, .ossV4Header, .ossV4Query: true
+        case .unsupported(let name): name.hasPrefix("OSS")
+        default: false
+        }
+    }
+
+    public static func detect(_ request: SignatureRequest) -> SignatureScheme {
+        if let authorization = request.headers["authorization"] {
+            if authorization.hasPrefix("OSS4-HMAC-SHA256 ") { return .ossV4Header }
+            if authorization.hasPrefix("OSS ") { return .ossV1Header }
+            if authorization.hasPrefix("AWS4-HMAC-SHA256 ") { return .s3SigV4Header }
+            let name = authorization.prefix { $0 != " " }
+            return .unsupported(String(name))
+        }
+        let items = request.rawQueryItems
+        if let version = items.first(named: "x-oss-signature-version") {
+            return version == "OSS4-HMAC-SHA256" ? .ossV4Query : .unsupported(version)
+        }
+        if items.contains(where: { $0.name == "OSSAccessKeyId" }) { return .ossV1Query }
+        if items.contains(where: { $0.name == "X-Amz-Algorithm" }) { return .s3SigV4Query }
+        if items.contains(where: { $0.name == "AWSAccessKeyId" }) { return .unsupported("AWS") }
+        return .anonymous
+    }
+}

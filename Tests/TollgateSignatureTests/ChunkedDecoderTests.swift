@@ -1,0 +1,246 @@
+import Foundation
+import Testing
+@testable import TollgateSignature
+import TollgateCrypto
+
+@Suite("aws-chunked decoder")
+struct ChunkedDecoderTests {
+    static let small = generatedS3Vectors.filter {
+        ($0.mode == .streamingSigned || $0.mode == .streamingSignedTrailer || $0.mode == .streamingUnsignedTrailer)
+            && $0.bodyBytes.count < 2048
+    }
+
+    func decoder(_ vector: S3Vector, adjust: (inout S3VerifiedRequest) -> Void = { _ in }) throws -> AWSChunkedDecoder {
+        var verified = try S3SigV4.verify(vector.request(), lookup: vector.lookup())
+        adjust(&verified)
+        return try #require(try verified.makeChunkedDecoder())
+    }
+
+    @Test("split at every byte boundary", arguments: small)
+    func everySplit(_ vector: S3Vector) throws {
+        let body = vector.bodyBytes
+        for split in 0...body.count {
+            let decoder = try decoder(vector)
+            var out: [UInt8] = []
+            try decoder.decode(body[..<split], into: &out)
+            try decoder.decode(body[split...], into: &out)
+            try decoder.finish()
+            #expect(out == vector.decodedBytes, "split at \(split)")
+        }
+    }
+
+    @Test("one byte at a time", arguments: small)
+    func byteByByte(_ vector: S3Vector) throws {
+        let decoder = try decoder(vector)
+        var out: [UInt8] = []
+        for byte in vector.bodyBytes { try decoder.decode(CollectionOfOne(byte), into: &out) }
+        try decoder.finish()
+        #expect(out == vector.decodedBytes)
+    }
+
+    @Test("a body cut short is IncompleteBody", arguments: small)
+    func truncated(_ vector: S3Vector) throws {
+        let body = vector.bodyBytes
+        for cut in stride(from: 0, to: body.count - 2, by: max(1, body.count / 37)) {
+            let decoder = try decoder(vector)
+            let error = s3Error { () throws(S3AuthError) in
+                _ = try decoder.decode(body[..<cut])
+                return try decoder.finish()
+            }
+            #expect(error?.code == "IncompleteBody", "cut at \(cut): \(String(describing: error))")
+        }
+    }
+
+    @Test("decoded length must match x-amz-decoded-content-length", arguments: small.filter { !$0.decodedBytes.isEmpty })
+    func decodedLength(_ vector: S3Vector) throws {
+        let longer = try decoder(vector) { $0.decodedContentLength! += 1 }
+        let short = s3Error { () throws(S3AuthError) in
+            _ = try longer.decode(vector.bodyBytes)
+            return try longer.finish()
+        }
+        #expect(short?.code == "IncompleteBody")
+        let shorter = try decoder(vector) { $0.decodedContentLength! -= 1 }
+        let over = s3Error { () throws(S3AuthError) in
+            _ = try shorter.decode(vector.bodyBytes)
+            return try shorter.finish()
+        }
+        #expect(over?.code == "InvalidRequest")
+    }
+
+    @Test("chunks over the size cap are refused before they are buffered")
+    func chunkCap() throws {
+        let vector = try #require(Self.small.first { $0.name == "signed chunked small" })
+        let verified = try S3SigV4.verify(vector.request(), lookup: vector.lookup())
+        let decoder = try #require(try verified.makeChunkedDecoder(maxChunkSize: 64))
+        let error = s3Error { () throws(S3AuthError) in try decoder.decode(vector.bodyBytes) }
+        #expect(error?.code == "InvalidRequest")
+        #expect(error?.message.contains("exceeds") == true)
+    }
+
+    @Test("a wrong trailer checksum is BadDigest (unsigned) or SignatureDoesNotMatch (signed trailer)",
+          arguments: small.filter { $0.mode != .streamingSigned })
+    func trailerChecksum(_ vector: S3Vector) throws {
+        var text = String(decoding: vector.bodyBytes, as: UTF8.self)
+        let marker = try #require(text.range(of: "x-amz-checksum-"))
+        let colon = try #require(text[marker.upperBound...].firstIndex(of: ":"))
+        let lineEnd = try #require(text[colon...].firstIndex(of: "\r"))
+        let value = String(text[text.index(after: colon)..<lineEnd])
+        // Same length, still valid base64 of the right size, different digest.
+        let digest = try #require(Base64.decode(value))
+        let wrong = Base64.encode(digest.map { $0 ^ 0xff })
+        text.replaceSubrange(text.index(after: colon)..<lineEnd, with: wrong)
+        let decoder = try decoder(vector)
+        let error = s3Error { () throws(S3AuthError) in
+            _ = try decoder.decode(Array(text.utf8))
+            return try decoder.finish()
+        }
+        if vector.mode == .streamingSignedTrailer {
+            #expect(isSignatureMismatch(error))
+        } else {
+            #expect(error?.code == "BadDigest")
+            #expect(error?.message.hasSuffix("you specified did not match the calculated checksum.") == true)
+        }
+    }
+
+    @Test("trailing garbage after the end is refused", arguments: small)
+    func trailingGarbage(_ vector: S3Vector) throws {
+        let decoder = try decoder(vector)
+        let error = s3Error { () throws(S3AuthError) in
+            _ = try decoder.decode(vector.bodyBytes + Array("x".utf8))
+            return try decoder.finish()
+        }
+        #expect(error?.code == "InvalidRequest")
+    }
+
+    @Test("a malformed chunk size is refused")
+    func badSize() throws {
+        let vector = try #require(Self.small.first { $0.mode == .streamingUnsignedTrailer })
+        let decoder = try decoder(vector)
+        let error = s3Error { () throws(S3AuthError) in try decoder.decode(Array("zz\r\n".utf8)) }
+        #expect(error?.code == "InvalidRequest")
+    }
+}
+
+@Suite("checksums and payload verification")
+struct ChecksumTests {
+    static let check = Array("123456789".utf8)
+
+    @Test("CRC check values")
+    func crcCheckValues() throws {
+        #expect(try StreamingChecksum.checksum(.crc32, Self.check) == [0xCB, 0xF4, 0x39, 0x26])
+        #expect(try StreamingChecksum.checksum(.crc32c, Self.check) == [0xE3, 0x06, 0x92, 0x83])
+        #expect(try StreamingChecksum.checksum(.crc64nvme, Self.check) == [0xAE, 0x8B, 0x14, 0x86, 0x0A, 0x79, 0x98, 0x88])
+        #expect(try StreamingChecksum.checksum(.crc32, []) == [0, 0, 0, 0])
+    }
+
+    @Test("streaming equals one-shot for every algorithm", arguments: ChecksumAlgorithm.allCases)
+    func streaming(_ algorithm: ChecksumAlgorithm) throws {
+        let data = (0..<1000).map { UInt8(truncatingIfNeeded: $0 * 31) }
+        let c = try StreamingChecksum(algorithm)
+        try c.update(data[..<333])
+        try c.update(data[333...])
+        let streamed = try c.finalize()
+        #expect(streamed == (try StreamingChecksum.checksum(algorithm, data)))
+        #expect(streamed.count == algorithm.digestSize)
+    }
+
+    @Test("SHA-256 and SHA-1 checksums are the base64 digests S3 uses")
+    func shaValues() throws {
+        #expect(Base64.encode(try StreamingChecksum.checksum(.sha256, Array("abc".utf8))) == "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=")
+        #expect(Base64.encode(try StreamingChecksum.checksum(.sha1, Array("abc".utf8))) == "qZk+NkcGgWq6PiVxeFDCbJzQ2J0=")
+        #expect(Base64.encode(try StreamingChecksum.checksum(.crc32, Array("abc".utf8))) == "NSRBwg==")
+    }
+
+    @Test("x-amz-checksum header mismatch is BadDigest; a malformed value is InvalidRequest")
+    func headerChecksum() throws {
+        let body = Array("header checksum".utf8)
+        let good = try #require(ExpectedChecksum(algorithm: .crc32, base64: Base64.encode(try StreamingChecksum.checksum(.crc32, body))))
+        let ok = try S3PayloadVerifier(expectedSHA256: nil, contentMD5: nil, checksum: good)
+        try ok.update(body)
+        #expect(try ok.finish().checksum == good)
+        let bad = try S3PayloadVerifier(expectedSHA256: nil, contentMD5: nil, checksum: good)
+        try bad.update(body + [0])
+        let error = s3Error { () throws(S3AuthError) in try bad.finish() }
+        #expect(error?.code == "BadDigest")
+        #expect(error?.message == "The CRC32 you specified did not match the calculated checksum.")
+
+        let headers: SignatureHeaders = ["x-amz-checksum-crc32": "not base64!"]
+        #expect(s3Error { () throws(S3AuthError) in try S3SigV4.parseChecksumHeader(headers) }?.code == "InvalidRequest")
+        let two: SignatureHeaders = ["x-amz-checksum-crc32": "NSRBwg==", "x-amz-checksum-sha1": "qZk+NkcGgWq6PiVxeFDCbJzQ2J0="]
+        #expect(s3Error { () throws(S3AuthError) in try S3SigV4.parseChecksumHeader(two) }?.code == "InvalidRequest")
+        let type: SignatureHeaders = ["x-amz-checksum-type": "FULL_OBJECT", "x-amz-checksum-crc32": "NSRBwg=="]
+        #expect(try S3SigV4.parseChecksumHeader(type)?.algorithm == .crc32)
+    }
+
+    @Test("Content-MD5: malformed is InvalidDigest, mismatch is BadDigest")
+    func contentMD5() throws {
+        #expect(ContentMD5.parse("1B2M2Y8AsgTpgAmY7PhCfg==") == (try Crypto.md5([UInt8]())))
+        #expect(ContentMD5.parse("1B2M2Y8AsgTpgAmY7PhCfg") != nil)
+        #expect(ContentMD5.parse("abc") == nil)
+        #expect(ContentMD5.parse(Base64.encode([UInt8](repeating: 0, count: 15))) == nil)
+        let verifier = try S3PayloadVerifier(expectedSHA256: nil, contentMD5: try Crypto.md5(Array("x".utf8)), checksum: nil)
+        try verifier.update(Array("y".utf8))
+        #expect(s3Error { () throws(S3AuthError) in try verifier.finish() }?.code == "BadDigest")
+        #expect(S3AuthError.invalidDigest.code == "InvalidDigest")
+    }
+}
+
+@Suite("canonical forms and parsing")
+struct CanonicalFormTests {
+    @Test("S3 canonical URI: re-encodes once, no normalisation", arguments: [
+        ("/test$file.text", "/test%24file.text"),
+        ("/test%24file.text", "/test%24file.text"),
+        ("/a%2Fb/c", "/a%2Fb/c"),
+        ("/%7Euser/a+b", "/~user/a%2Bb"),
+        ("/a//b/./c/../d", "/a//b/./c/../d"),
+        ("/%E6%95%B0/%e6%95%b0", "/%E6%95%B0/%E6%95%B0"),
+        ("", "/"),
+    ])
+    func canonicalURI(_ pair: (String, String)) {
+        #expect(S3SigV4.canonicalURI(rawPath: pair.0) == pair.1)
+    }
+
+    @Test("S3 canonical query: sorted by encoded name then value, empty values keep '='")
+    func canonicalQuery() {
+        #expect(S3SigV4.canonicalQuery(RawQueryItem.parse("prefix=J&max-keys=2&acl&a=2&a=1&sp=a+b&t=%7e"), excludingSignature: false)
+                == "a=1&a=2&acl=&max-keys=2&prefix=J&sp=a%20b&t=~")
+        #expect(S3SigV4.canonicalQuery(RawQueryItem.parse("X-Amz-Signature=abc&b=1"), excludingSignature: true) == "b=1")
+    }
+
+    @Test("dates")
+    func dates() {
+        let iso = SignatureDates.parseISO8601Basic("20130524T000000Z")
+        #expect(iso == Date(timeIntervalSince1970: 1_369_353_600))
+        #expect(SignatureDates.parseHTTPDate("Fri, 24 May 2013 00:00:00 GMT") == iso)
+        #expect(SignatureDates.parseHTTPDate("Friday, 24-May-13 00:00:00 GMT") == iso)
+        #expect(SignatureDates.parseISO8601Basic("20131324T000000Z") == nil)
+        #expect(SignatureDates.parseHTTPDate("Fri, 24 May 2013 00:00:00 PST") == nil)
+        #expect(SignatureDates.formatISO8601(Date(timeIntervalSince1970: 1_700_000_000)) == "2023-11-14T22:13:20Z")
+        #expect(SignatureDates.formatISO8601Basic(iso!) == "20130524T000000Z")
+    }
+
+    @Test("scheme detection", arguments: [
+        ([("Authorization", "OSS ak:sig")], "", SignatureScheme.ossV1Header),
+        ([("Authorization", "OSS4-HMAC-SHA256 Credential=a/b")], "", .ossV4Header),
+        ([("Authorization", "AWS4-HMAC-SHA256 Credential=a/b")], "", .s3SigV4Header),
+        ([("Authorization", "AWS ak:sig")], "", .unsupported("AWS")),
+        ([], "OSSAccessKeyId=a&Expires=1&Signature=x", .ossV1Query),
+        ([], "x-oss-signature-version=OSS4-HMAC-SHA256&x-oss-credential=a", .ossV4Query),
+        ([], "X-Amz-Algorithm=AWS4-HMAC-SHA256", .s3SigV4Query),
+        ([], "acl", .anonymous),
+    ])
+    func detection(_ input: ([(String, String)], String, SignatureScheme)) {
+        let request = SignatureRequest(method: "GET", rawPath: "/", rawQuery: input.1, headers: SignatureHeaders(input.0),
+                                       now: Date(timeIntervalSince1970: 0))
+        #expect(SignatureScheme.detect(request) == input.2)
+    }
+
+    @Test("the signing context never prints its key")
+    func redaction() throws {
+        let vector = try #require(generatedS3Vectors.first { $0.mode == .streamingSigned })
+        let verified = try S3SigV4.verify(vector.request(), lookup: vector.lookup())
+        let text = "\(verified) \(String(reflecting: verified))"
+        #expect(!text.contains("signingKey"))
+        #expect(!text.contains(vector.secret))
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import Testing
+@testable import TollgateSignature
+import TollgateCrypto
+
+func ossError<T>(_ body: () throws(OSSAuthError) -> T) -> OSSAuthError? {
+    do { _ = try body(); return nil } catch { return error }
+}
+
+func isOSSMismatch(_ error: OSSAuthError?) -> Bool {
+    if case .signatureDoesNotMatch = error { return true }
+    return false
+}
+
+@Suite("OSS V1 and V4 against oss2-signed requests")
+struct OSSVectorTests {
+    func verify(_ vector: OSSVector, _ request: SignatureRequest, bucket: String?? = nil, key: String?? = nil,
+                secretSuffix: String = "") throws(OSSAuthError) -> VerifiedIdentity {
+        try OSSSignature.verify(request, bucket: bucket ?? vector.bucket, key: key ?? vector.key,
+                                lookup: vector.lookup(secretSuffix: secretSuffix))
+    }
+
+    @Test("verifies", arguments: generatedOSSVectors)
+    func verifies(_ vector: OSSVector) throws {
+        let request = vector.request()
+        let scheme = SignatureScheme.detect(request)
+        #expect(scheme.isOSS)
+        switch (vector.version, vector.presigned) {
+        case (.v1, false): #expect(scheme == .ossV1Header)
+        case (.v1, true): #expect(scheme == .ossV1Query)
+        case (.v4, false): #expect(scheme == .ossV4Header)
+        case (.v4, true): #expect(scheme == .ossV4Query)
+        }
+        let identity = try verify(vector, request)
+        #expect(identity.accessKeyId == vector.accessKeyId)
+        #expect(identity.dialect == (vector.version == .v1 ? .ossV1 : .ossV4))
+        #expect(identity.presigned == vector.presigned)
+        #expect(identity.securityToken == vector.token)
+        #expect(identity.region == vector.region)
+    }
+
+    @Test("a changed signature fails", arguments: generatedOSSVectors)
+    func changedSignature(_ vector: OSSVector) {
+        var request = vector.request()
+        switch (vector.version, vector.presigned) {
+        case (.v1, true):
+            // base64: flip the first character instead of the padding.
+            request.rawQuery = replacingQueryValue(request.rawQuery, "Signature") { ($0.first == "A" ? "B" : "A") + $0.dropFirst() }
+        case (.v4, true):
+            request.rawQuery = replacingQueryValue(request.rawQuery, "x-oss-signature", flipLastHex)
+        case (.v1, false):
+            request.headers = SignatureHeaders(vector.headers.replacing("Authorization") { auth in
+                let colon = auth.lastIndex(of: ":")!
+                let sig = auth[auth.index(after: colon)...]
+                return auth[...colon] + (sig.first == "A" ? "B" : "A") + sig.dropFirst()
+            })
+        case (.v4, false):
+            request.headers = SignatureHeaders(vector.headers.replacing("Authorization") { auth in
+                auth.replacingOccurrences(of: "Signature=", with: "Signature=" + (auth.contains("Signature=0") ? "1" : "0"))
+                    .replacingOccurrences(of: "Signature=00", with: "Signature=0")
+            })
+        }
+        #expect(isOSSMismatch(ossError { () throws(OSSAuthError) in try verify(vector, request) }))
+    }
+
+    @Test("a different secret fails", arguments: generatedOSSVectors)
+    func changedSecret(_ vector: OSSVector) {
+        let error = ossError { () throws(OSSAuthError) in try verify(vector, vector.request(), secretSuffix: "x") }
+        guard case .signatureDoesNotMatch(let mismatch) = error else {
+            Issue.record("expected SignatureDoesNotMatch, got \(String(describing: error))")
+            return
+        }
+        #expect(mismatch.accessKeyId == vector.accessKeyId)
+        #expect(error?.details.contains { $0.name == "OSSAccessKeyId" && $0.value == vector.accessKeyId } == true)
+        #expect(error?.details.contains { $0.name == "SignatureProvided" } == true)
+    }
+
+    @Test("a different object key fails", arguments: generatedOSSVectors.filter { $0.bucket != nil })
+    func changedKey(_ vector: OSSVector) {
+        let error = ossError { () throws(OSSAuthError) in try verify(vector, vector.request(), key: .some((vector.key ?? "") + "x")) }
+        #expect(isOSSMismatch(error))
+    }
+
+    @Test("a different bucket fails", arguments: generatedOSSVectors.filter { $0.bucket != nil })
+    func changedBucket(_ vector: OSSVector) {
+        let error = ossError { () throws(OSSAuthError) in try verify(vector, vector.request(), bucket: .some("other")) }
+        #expect(isOSSMismatch(error))
+    }
+
+    @Test("a changed signed header value fails",
+          arguments: generatedOSSVectors.filter { v in !v.presigned && v.headers.contains { $0.0.lowercased().hasPrefix("x-oss-") && $0.0.lowercased() != "x-oss-date" } || v.headers.contains { $0.0.lowercased() == "content-type" } })
+    func changedHeader(_ vector: OSSVector) {
+        let name = vector.headers.first { $0.0.lowercased() == "content-type" }?.0
+            ?? vector.headers.first { $0.0.lowercased().hasPrefix("x-oss-") && $0.0.lowercased() != "x-oss-date" }!.0
+        var request = vector.request()
+        request.headers = SignatureHeaders(vector.headers.replacing(name) { $0 + "x" })
+        let error = ossError { () throws(OSSAuthError) in try verify(vector, request) }
+        // Changing the token changes what the lookup sees first.
+        if name.lowercased() == "x-oss-security-token" {
+            #expect(error == .invalidSecurityToken)
+        } else {
+            #expect(isOSSMismatch(error))
+        }
+    }
+
+    @Test("header-signed requests outside 15 minutes are RequestTimeTooSkewed",
+          arguments: generatedOSSVectors.filter { !$0.presigned && $0.name.contains("get_object 0") })
+    func skew(_ vector: OSSVector) throws {
+        let error = ossError { () throws(OSSAuthError) in
+            try verify(vector, vector.request(now: Date(timeIntervalSince1970: generatedNow + 901)))
+        }
+        #expect(error?.code == "RequestTimeTooSkewed")
+        #expect(error?.details.contains { $0.name == "MaxAllowedSkewMilliseconds" && $0.value == "900000" } == true)
+        _ = try verify(vector, vector.request(now: Date(timeIntervalSince1970: generatedNow - 899)))
+    }
+
+    @Test("presigned URLs expire", arguments: generatedOSSVectors.filter { $0.presigned && $0.name.contains("presigned get 0") })
+    func presignedExpiry(_ vector: OSSVector) throws {
+        _ = try verify(vector, vector.request(now: Date(timeIntervalSince1970: generatedNow + 3600)))
+        let error = ossError { () throws(OSSAuthError) in
+            try verify(vector, vector.request(now: Date(timeIntervalSince1970: generatedNow + 3601)))
+        }
+        #expect(error?.code == "AccessDenied")
+        #expect(error?.message == "Request has expired.")
+    }
+
+    @Test("token errors map to OSS codes", arguments: generatedOSSVectors.filter { $0.token != nil })
+    func tokenErrors(_ vector: OSSVector) {
+        let expired = ossError { () throws(OSSAuthError) in
+            try OSSSignature.verify(vector.request(), bucket: vector.bucket, key: vector.key,
+                                    lookup: { _ throws(CredentialLookupError) in throw .expiredSecurityToken })
+        }
+        #expect(expired?.code == "SecurityTokenExpired")
+        let invalid = ossError { () throws(OSSAuthError) in
+            try OSSSignature.verify(vector.request(), bucket: vector.bucket, key: vector.key,
+                                    lookup: { _ throws(CredentialLookupError) in throw .invalidSecurityToken })
+        }
+        #expect(invalid?.code == "InvalidSecurityToken")
+        let unknown = ossError { () throws(OSSAuthError) in
+            try OSSSignature.verify(vector.request(), bucket: vector.bucket, key: vector.key,
+                                    lookup: { _ throws(CredentialLookupError) in throw .unknownAccessKey })
+        }
+        #expect(unknown == .invalidAccessKeyId(vector.accessKeyId))
+    }
+
+    @Test("a security token in both header and query is InvalidArgument")
+    func tokenTwice() throws {
+        let vector = try #require(generatedOSSVectors.first { $0.token != nil && $0.presigned && $0.version == .v1 })
+        var request = vector.request()
+        request.headers.add(name: "x-oss-security-token", value: vector.token!)
+        let error = ossError { () throws(OSSAuthError) in try verify(vector, request) }
+        #expect(error?.code == "InvalidArgument")
+        #expect(error?.httpStatus == 400)
+    }
+
+    @Test("the V1 sub-resource list is oss2's")
+    func subresources() {
+        #expect(OSSSignature.v1SubResources.count == 86)
+        for name in ["acl", "uploads", "uploadId", "partNumber", "security-token", "x-oss-process", "response-content-type",
+                     "continuation-token", "tagging", "versionId", "callback", "callback-var"] {
+            #expect(OSSSignature.v1SubResources.contains(name))
+        }
+        #expect(!OSSSignature.v1SubResources.contains("prefix"))
+        #expect(OSSSignature.canonicalizedResourceV1(bucket: "b", key: "k", query: RawQueryItem.parse("prefix=a&acl&uploadId=x%2By&foo=1"))
+                == "/b/k?acl&uploadId=x+y")
+        #expect(OSSSignature.canonicalizedResourceV1(bucket: nil, key: nil, query: []) == "/")
+    }
+}
