@@ -158,6 +158,8 @@ def run_s3(name, client_args, op, params, mode, decoded=None):
     try:
         getattr(client, op)(**params)
     except Captured as c:
+        if decoded is None and mode == "streamingUnsignedTrailer":
+            decoded = params["Body"]
         add_s3(name, c.request, client_args.get("ak", AK), client_args.get("sk", SK), client_args.get("token"),
                client_args["region"], mode, decoded)
         return
