@@ -163,30 +163,42 @@ public struct ObjectBody: AsyncSequence, Sendable {
     public typealias Element = ByteBuffer
 
     let file: FileDescriptor?
+    let buffers: [ByteBuffer]
     let range: Range<Int64>
     let chunkSize: Int
 
     init(file: FileDescriptor?, range: Range<Int64>, chunkSize: Int) {
         self.file = file
+        self.buffers = []
         self.range = range
         self.chunkSize = chunkSize
+    }
+
+    /// An in-memory body, for test doubles of `ObjectStore`.
+    public init(buffers: [ByteBuffer]) {
+        self.file = nil
+        self.buffers = buffers
+        self.range = 0..<Int64(buffers.reduce(0) { $0 + $1.readableBytes })
+        self.chunkSize = 0
     }
 
     public var count: Int64 { range.upperBound - range.lowerBound }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(file: file, offset: range.lowerBound, end: range.upperBound, chunkSize: chunkSize)
+        AsyncIterator(file: file, buffers: buffers[...], offset: range.lowerBound, end: range.upperBound, chunkSize: chunkSize)
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         let file: FileDescriptor?
+        var buffers: ArraySlice<ByteBuffer>
         var offset: Int64
         let end: Int64
         let chunkSize: Int
         let allocator = ByteBufferAllocator()
 
         public mutating func next() async throws -> ByteBuffer? {
-            guard offset < end, let file else { return nil }
+            guard let file else { return buffers.popFirst() }
+            guard offset < end else { return nil }
             try Task.checkCancellation()
             let want = Int(Swift.min(Int64(chunkSize), end - offset))
             var buffer = allocator.buffer(capacity: want)

@@ -66,6 +66,11 @@ public protocol ObjectStore: Sendable {
 public struct BucketInfo: Sendable, Equatable {
     public let name: String
     public let creationDate: Date
+
+    public init(name: String, creationDate: Date) {
+        self.name = name
+        self.creationDate = creationDate
+    }
 }
 
 public struct ObjectLocation: Sendable, Equatable {
@@ -116,6 +121,17 @@ public struct ObjectInfo: Sendable, Equatable {
     public let storageID: String
     public let isAppendable: Bool
 
+    public init(bucket: String, key: String, size: Int64, etag: String, lastModified: Date, metadata: ObjectMetadata, storageID: String, isAppendable: Bool) {
+        self.bucket = bucket
+        self.key = key
+        self.size = size
+        self.etag = etag
+        self.lastModified = lastModified
+        self.metadata = metadata
+        self.storageID = storageID
+        self.isAppendable = isAppendable
+    }
+
     /// OSS `x-oss-next-append-position` for appendable objects.
     public var nextAppendPosition: Int64? { isAppendable ? size : nil }
 
@@ -134,6 +150,13 @@ public struct ObjectRead: Sendable {
     public let isPartial: Bool
     public let body: ObjectBody
 
+    public init(info: ObjectInfo, range: Range<Int64>, isPartial: Bool, body: ObjectBody) {
+        self.info = info
+        self.range = range
+        self.isPartial = isPartial
+        self.body = body
+    }
+
     public var contentLength: Int64 { range.upperBound - range.lowerBound }
     /// `bytes a-b/size` for the `Content-Range` header (meaningful when `isPartial`).
     public var contentRange: String { "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(info.size)" }
@@ -145,6 +168,12 @@ public struct BodyDigest: Sendable {
     public let md5: [UInt8]
     /// Present when `WriteOptions.computeSHA256` was set.
     public let sha256: [UInt8]?
+
+    public init(size: Int64, md5: [UInt8], sha256: [UInt8]?) {
+        self.size = size
+        self.md5 = md5
+        self.sha256 = sha256
+    }
 }
 
 /// Conditions on the current version of the target, evaluated inside the commit transaction.
@@ -193,6 +222,11 @@ public struct DeleteResult: Sendable, Equatable {
     public let key: String
     /// nil when deleted (or already absent).
     public let error: StoreError?
+
+    public init(key: String, error: StoreError?) {
+        self.key = key
+        self.error = error
+    }
 }
 
 /// One listing request. v1: `startAfter` is the marker. v2: `startAfter` is start-after and
@@ -219,6 +253,13 @@ public struct ObjectSummary: Sendable, Equatable {
     public let size: Int64
     public let etag: String
     public let lastModified: Date
+
+    public init(key: String, size: Int64, etag: String, lastModified: Date) {
+        self.key = key
+        self.size = size
+        self.etag = etag
+        self.lastModified = lastModified
+    }
 }
 
 public struct ListResult: Sendable, Equatable {
@@ -235,6 +276,15 @@ public struct ListResult: Sendable, Equatable {
     /// Rows read from the index to build this page (diagnostics; lets tests prove that a
     /// delimiter listing skips whole prefixes).
     public let rowsScanned: Int
+
+    public init(objects: [ObjectSummary], commonPrefixes: [String], isTruncated: Bool, nextMarker: String?, nextContinuationToken: String?, rowsScanned: Int) {
+        self.objects = objects
+        self.commonPrefixes = commonPrefixes
+        self.isTruncated = isTruncated
+        self.nextMarker = nextMarker
+        self.nextContinuationToken = nextContinuationToken
+        self.rowsScanned = rowsScanned
+    }
 }
 
 // MARK: Multipart values
@@ -245,6 +295,14 @@ public struct MultipartUpload: Sendable, Equatable {
     public let uploadID: String
     public let initiated: Date
     public let metadata: ObjectMetadata
+
+    public init(bucket: String, key: String, uploadID: String, initiated: Date, metadata: ObjectMetadata) {
+        self.bucket = bucket
+        self.key = key
+        self.uploadID = uploadID
+        self.initiated = initiated
+        self.metadata = metadata
+    }
 }
 
 public struct PartInfo: Sendable, Equatable {
@@ -253,6 +311,13 @@ public struct PartInfo: Sendable, Equatable {
     public let etag: String
     public let size: Int64
     public let lastModified: Date
+
+    public init(partNumber: Int, etag: String, size: Int64, lastModified: Date) {
+        self.partNumber = partNumber
+        self.etag = etag
+        self.size = size
+        self.lastModified = lastModified
+    }
 }
 
 public struct CompletedPart: Sendable, Equatable {
@@ -269,6 +334,13 @@ public struct ListPartsResult: Sendable, Equatable {
     public let parts: [PartInfo]
     public let isTruncated: Bool
     public let nextPartNumberMarker: Int?
+
+    public init(upload: MultipartUpload, parts: [PartInfo], isTruncated: Bool, nextPartNumberMarker: Int?) {
+        self.upload = upload
+        self.parts = parts
+        self.isTruncated = isTruncated
+        self.nextPartNumberMarker = nextPartNumberMarker
+    }
 }
 
 /// ListMultipartUploads. Uploads are ordered by key, then upload id.
@@ -294,6 +366,14 @@ public struct ListUploadsResult: Sendable, Equatable {
     public let isTruncated: Bool
     public let nextKeyMarker: String?
     public let nextUploadIDMarker: String?
+
+    public init(uploads: [MultipartUpload], commonPrefixes: [String], isTruncated: Bool, nextKeyMarker: String?, nextUploadIDMarker: String?) {
+        self.uploads = uploads
+        self.commonPrefixes = commonPrefixes
+        self.isTruncated = isTruncated
+        self.nextKeyMarker = nextKeyMarker
+        self.nextUploadIDMarker = nextUploadIDMarker
+    }
 }
 
 /// ETag comparison for conditional requests: quotes and a weak `W/` prefix are ignored.
@@ -313,5 +393,16 @@ public enum ETag {
             if c == "*" || normalize(c) == target { return true }
         }
         return false
+    }
+}
+
+/// Conveniences with the defaults (no preconditions, no hook, whole object).
+extension ObjectStore {
+    public func putObject<Body: AsyncSequence>(bucket: String, key: String, body: Body, metadata: ObjectMetadata = ObjectMetadata()) async throws -> ObjectInfo where Body.Element == ByteBuffer {
+        try await putObject(bucket: bucket, key: key, body: body, metadata: metadata, options: WriteOptions())
+    }
+
+    public func getObject(bucket: String, key: String) async throws -> ObjectRead {
+        try await getObject(bucket: bucket, key: key, range: nil)
     }
 }
