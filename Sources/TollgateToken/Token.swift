@@ -75,6 +75,10 @@ public enum JSONText {
 
     /// A JSON string literal (RFC 8259 escaping).
     public static func quoted(_ string: String) -> String {
+        // Fast path: nothing to escape (every token field, almost every message).
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            return "\"" + string + "\""
+        }
         var out = "\""
         out.reserveCapacity(string.utf8.count + 2)
         for scalar in string.unicodeScalars {

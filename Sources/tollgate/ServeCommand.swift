@@ -24,11 +24,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
 
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardOutput(label: label)
-            handler.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
-            return handler
-        }
+        let logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        LoggingSystem.bootstrap(LogOutput.standardOutput.handler(logLevel: logLevel))
+        defer { LogOutput.standardOutput.flush() }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "tollgate")
@@ -38,6 +36,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if root.generated {
             // Printed once, at first start, on purpose: the operator needs them to use the gateway.
+            LogOutput.standardOutput.flush()
             print("""
                 Tollgate generated root credentials and stored them in \(config.dataDirectory)/\(RootCredentials.fileName) (mode 0600):
                   AccessKeyID:     \(root.accessKeyID)
