@@ -48,7 +48,7 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgatePolicy", "TollgateToken",
+                "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -62,7 +62,7 @@ let package = Package(
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer",
+                "TollgateServer", "TollgateStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -71,7 +71,7 @@ let package = Package(
         .testTarget(name: "TollgateCryptoTests", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateTokenTests", dependencies: ["TollgateToken", "TollgateCrypto"], swiftSettings: swiftSettings),
-        .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature"], exclude: ["Fixtures/generate.py"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateStoreTests", dependencies: ["TollgateStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TollgateServerTests",

@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import Prometheus
+import TollgateStore
 import TollgateToken
 
 /// Everything a running Tollgate shares: the config, the token keys and the role policies.
@@ -50,4 +51,33 @@ public func buildTokenApplication(state: TollgateState, metrics: PrometheusColle
         configuration: .init(address: .hostname(state.config.listenAddress, port: state.config.port), serverName: "tollgate"),
         logger: logger
     )
+}
+
+/// The object gateway's responder (port 9000).
+public func buildGatewayResponder(state: TollgateState, store: any ObjectStore) -> some HTTPResponder<TollgateRequestContext> {
+    Gateway(
+        store: store,
+        authenticator: Authenticator(root: state.root, tokens: state.tokens),
+        policies: state.policies,
+        baseDomain: state.config.gatewayBaseDomain,
+        clock: state.clock
+    )
+}
+
+/// The object gateway as a Hummingbird application.
+public func buildGatewayApplication(state: TollgateState, store: any ObjectStore, logger: Logger) -> some ApplicationProtocol {
+    Application(
+        responder: buildGatewayResponder(state: state, store: store),
+        configuration: .init(address: .hostname(state.config.gatewayAddress, port: state.config.gatewayPort), serverName: "tollgate"),
+        logger: logger
+    )
+}
+
+/// Opens the embedded store in the data directory (running crash recovery) and creates the
+/// configured buckets.
+public func openStore(config: TollgateConfig, logger: Logger) async throws -> LocalObjectStore {
+    let store = try LocalObjectStore(directory: (config.dataDirectory as NSString).appendingPathComponent("store"))
+    logger.info("object store opened", metadata: ["store.directory": "\(config.dataDirectory)/store", "store.recovery": "\(store.recovery)"])
+    try await store.ensureBuckets(config.buckets)
+    return store
 }

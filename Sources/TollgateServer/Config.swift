@@ -81,7 +81,7 @@ public struct TollgateConfig: Sendable {
         } catch {
             throw ConfigError(file: path, "invalid JSON (\(Self.reason(error)))")
         }
-        var reader = Reader(object: object, path: path)
+        let reader = Reader(object: object, path: path)
         let directory = (path as NSString).deletingLastPathComponent
         func resolve(_ file: String) -> String {
             file.hasPrefix("/") || directory.isEmpty ? file : (directory as NSString).appendingPathComponent(file)

@@ -6,6 +6,7 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 import TollgateServer
+import TollgateStore
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the token endpoint and the object gateway.")
@@ -46,11 +47,22 @@ struct ServeCommand: AsyncParsableCommand {
         }
 
         let state = try TollgateState(config: config, root: root, policies: policies)
+        let store: LocalObjectStore
+        do {
+            store = try await openStore(config: config, logger: logger)
+        } catch {
+            LogOutput.standardOutput.flush()
+            printError("tollgate: cannot open the object store in \(config.dataDirectory): \(error)")
+            throw ExitCode(2)
+        }
+        defer { try? store.close() }
         let tokenApp = buildTokenApplication(state: state, metrics: registry, logger: logger)
+        let gatewayApp = buildGatewayApplication(state: state, store: store, logger: logger)
         logger.info("token endpoint listening", metadata: ["listen.address": "\(config.listenAddress):\(config.port)", "token.lifetime": "\(config.tokenExpireTime)"])
+        logger.info("gateway listening", metadata: ["listen.address": "\(config.gatewayAddress):\(config.gatewayPort)"])
         let group = ServiceGroup(
             configuration: .init(
-                services: [tokenApp, PolicyReloader(policies: policies, logger: logger)],
+                services: [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

@@ -14,8 +14,15 @@ struct XMLWriter {
         open.append(name)
     }
 
+    var isOpen: Bool { !open.isEmpty }
+
     mutating func end() {
         text += "</\(open.removeLast())>"
+    }
+
+    /// Character data inside the current element.
+    mutating func characters(_ value: String) {
+        text += Self.escape(value)
     }
 
     mutating func element(_ name: String, _ value: String) {

@@ -1,0 +1,61 @@
+import Foundation
+import TollgateCrypto
+import TollgatePolicy
+import TollgateSignature
+import TollgateToken
+
+/// Who a verified request is, and what it may do.
+struct GatewayIdentity: Sendable {
+    let accessKeyId: String
+    /// The root credentials from config.json: full access, no policy.
+    let isRoot: Bool
+    /// The verified token's claims, for temporary credentials.
+    let claims: TokenClaims?
+    /// The S3 verification result (payload mode, checksums), nil for OSS requests.
+    let s3: S3VerifiedRequest?
+}
+
+/// Authenticates gateway requests: the signature (S3 SigV4 or OSS V1/V4) over a secret that is
+/// either the root secret or one re-derived from the request's security token.
+struct Authenticator: Sendable {
+    let root: RootCredentials
+    let tokens: TokenService
+
+    /// The secret lookup the signature verifiers call. It verifies the security token first, so
+    /// a temporary key is usable only together with its own, valid, token.
+    private func lookup(_ query: CredentialQuery, now: Date, claims: inout TokenClaims?) throws(CredentialLookupError) -> String {
+        if query.accessKeyId == root.accessKeyID {
+            return root.accessKeySecret
+        }
+        guard query.accessKeyId.hasPrefix("STS.") else { throw .unknownAccessKey }
+        guard let token = query.securityToken, !token.isEmpty else { throw .missingSecurityToken }
+        do {
+            let verified = try tokens.verify(token, now: now)
+            guard Crypto.constantTimeEqual(verified.claims.accessKeyId, query.accessKeyId) else { throw CredentialLookupError.invalidSecurityToken }
+            claims = verified.claims
+            return verified.secret
+        } catch TokenError.expired {
+            throw .expiredSecurityToken
+        } catch {
+            throw .invalidSecurityToken
+        }
+    }
+
+    func authenticateS3(_ request: SignatureRequest) throws(S3AuthError) -> GatewayIdentity {
+        var claims: TokenClaims?
+        let verified = try S3SigV4.verify(request) { (query) throws(CredentialLookupError) in
+            try lookup(query, now: request.now, claims: &claims)
+        }
+        let accessKeyId = verified.identity.accessKeyId
+        return GatewayIdentity(accessKeyId: accessKeyId, isRoot: claims == nil, claims: claims, s3: verified)
+    }
+
+    func authenticateOSS(_ request: SignatureRequest, bucket: String?, key: String?) throws(OSSAuthError) -> GatewayIdentity {
+        var claims: TokenClaims?
+        let identity = try OSSSignature.verify(request, bucket: bucket, key: key) { (query) throws(CredentialLookupError) in
+            try lookup(query, now: request.now, claims: &claims)
+        }
+        return GatewayIdentity(accessKeyId: identity.accessKeyId, isRoot: claims == nil, claims: claims, s3: nil)
+    }
+}
+

@@ -1,0 +1,237 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import TollgateCrypto
+import TollgatePolicy
+import TollgateSignature
+import TollgateStore
+import TollgateToken
+
+/// The object gateway: every request is routed, authenticated, authorized, and only then
+/// handed to the handler for its operation. S3 and OSS requests share all of it; only the
+/// signature check and the rendering differ.
+struct Gateway: HTTPResponder, Sendable {
+    typealias Context = TollgateRequestContext
+
+    let store: any ObjectStore
+    let authenticator: Authenticator
+    let policies: PolicyStore
+    /// Virtual-host addressing: `bucket.<baseDomain>`.
+    let baseDomain: String?
+    let clock: @Sendable () -> Date
+
+    /// A routed, authenticated and authorized request: what every handler receives.
+    struct Call: Sendable {
+        let request: Request
+        let route: GatewayRoute
+        let identity: GatewayIdentity
+        let dialect: Dialect
+        /// Decoded query parameters (first value of each name).
+        let query: [String: String]
+        let requestID: String
+        /// The client's IP address, for `aws:SourceIp`.
+        let sourceIP: String?
+        let logger: Logger
+
+        var headers: HTTPFields { request.headers }
+        func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
+        var metadataPrefix: String { dialect == .s3 ? "x-amz-meta-" : "x-oss-meta-" }
+    }
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let requestID = Self.requestID()
+        let target = request.head.path ?? "/"
+        let (rawPath, rawQuery) = Self.split(target)
+        var headers = SignatureHeaders()
+        // HTTPTypes keeps Host as the request's authority; signatures cover it as `host`.
+        if let authority = request.head.authority { headers.add(name: "host", value: authority) }
+        for field in request.headers { headers.add(name: field.name.canonicalName, value: field.value) }
+        let signed = SignatureRequest(method: request.method.rawValue, rawPath: rawPath, rawQuery: rawQuery, headers: headers, now: clock())
+        let scheme = SignatureScheme.detect(signed)
+        let dialect: Dialect = scheme.isOSS ? .oss : .s3
+        let isHead = request.method == .head
+        var resource = PercentEncoding.decode(rawPath)
+        var logger = context.logger
+        logger[metadataKey: "gateway.request_id"] = "\(requestID)"
+        do {
+            let (bucket, key) = try address(host: request.head.authority, rawPath: rawPath)
+            resource = "/" + [bucket, key].compactMap { $0 }.joined(separator: "/")
+            let query = Self.decodeQuery(signed.rawQueryItems)
+            let copySource = request.headers[dialect == .s3 ? .amzCopySource : .ossCopySource]
+            let route = try GatewayRoute.route(method: request.method.rawValue, bucket: bucket, key: key, query: query, copySource: copySource)
+
+            let identity: GatewayIdentity
+            switch scheme {
+            case .anonymous:
+                throw GatewayError.accessDenied("Anonymous access is not allowed; sign the request with credentials from the token endpoint.")
+            case .unsupported(let name):
+                throw GatewayError(.badRequest, "InvalidRequest",
+                                   "The authorization mechanism you have provided (\(name)) is not supported. Please use AWS4-HMAC-SHA256.")
+            case .s3SigV4Header, .s3SigV4Query:
+                identity = try authenticator.authenticateS3(signed)
+            case .ossV1Header, .ossV1Query, .ossV4Header, .ossV4Query:
+                identity = try authenticator.authenticateOSS(signed, bucket: bucket, key: key)
+            }
+            logger[metadataKey: "gateway.access_key_id"] = "\(identity.accessKeyId)"
+            let call = Call(request: request, route: route, identity: identity, dialect: dialect, query: query, requestID: requestID,
+                            sourceIP: context.remoteAddress?.ipAddress, logger: logger)
+            try authorize(call)
+            var response = try await handle(call)
+            response.headers[dialect == .s3 ? HTTPField.Name.amzRequestID : HTTPField.Name.ossRequestID] = requestID
+            return response
+        } catch {
+            let gatewayError = Self.gatewayError(error, dialect: dialect, logger: logger)
+            if gatewayError.status == .internalServerError {
+                logger.error("gateway request failed", metadata: ["error": "\(error)"])
+            }
+            return gatewayError.response(dialect: dialect, requestID: requestID, resource: resource, isHead: isHead)
+        }
+    }
+
+    // MARK: Addressing
+
+    /// Bucket and key from the Host header (virtual-host style, when a base domain is set) and
+    /// the path (path style). The key is percent-decoded and must be UTF-8.
+    func address(host: String?, rawPath: String) throws(GatewayError) -> (bucket: String?, key: String?) {
+        var path = Substring(rawPath.hasPrefix("/") ? String(rawPath.dropFirst()) : rawPath)
+        var bucket: String?
+        if let baseDomain, let host {
+            let hostname = host.split(separator: ":").first.map(String.init)?.lowercased() ?? ""
+            if hostname.hasSuffix("." + baseDomain.lowercased()) {
+                bucket = String(hostname.dropLast(baseDomain.count + 1))
+            }
+        }
+        if bucket == nil {
+            let segment = path.prefix { $0 != "/" }
+            if !segment.isEmpty { bucket = try Self.decodeUTF8(segment) }
+            path = path.dropFirst(segment.count)
+            if path.hasPrefix("/") { path = path.dropFirst() }
+        }
+        let key = path.isEmpty ? nil : try Self.decodeUTF8(path)
+        return (bucket, key)
+    }
+
+    static func decodeUTF8(_ raw: Substring) throws(GatewayError) -> String {
+        let bytes = PercentEncoding.decodeBytes(raw)
+        guard let string = String(validating: bytes, as: UTF8.self) else {
+            throw GatewayError(.badRequest, "InvalidURI", "Couldn't parse the specified URI.")
+        }
+        return string
+    }
+
+    static func split(_ target: String) -> (path: String, query: String) {
+        guard let mark = target.firstIndex(of: "?") else { return (target, "") }
+        return (String(target[..<mark]), String(target[target.index(after: mark)...]))
+    }
+
+    static func decodeQuery(_ items: [RawQueryItem]) -> [String: String] {
+        var query: [String: String] = [:]
+        for item in items where query[item.name] == nil { query[item.name] = item.value }
+        return query
+    }
+
+    static func requestID() -> String {
+        (try? Hex.encode(Crypto.randomBytes(count: 8)).uppercased()) ?? "0000000000000000"
+    }
+
+    // MARK: Authorization
+
+    /// Decides with the token's policy before any body byte is read. The root credentials may
+    /// do anything. DeleteObjects is checked per key by its handler, as S3 reports per key.
+    func authorize(_ call: Call) throws(GatewayError) {
+        guard let claims = call.identity.claims else { return }
+        let policy = try effectivePolicy(claims)
+        let route = call.route
+        if case .deleteObjects = route { return }
+        var checks: [PolicyCheck]
+        if let source = route.copySource {
+            let (sourceBucket, sourceKey) = try Self.parseCopySource(source)
+            checks = route.operation.requiredChecks(bucket: route.bucket, key: route.key, sourceBucket: sourceBucket, sourceKey: sourceKey)
+        } else {
+            checks = route.operation.requiredChecks(bucket: route.bucket, key: route.key)
+        }
+        let decision = policy.evaluate(checks, context: policyContext(call, claims: claims))
+        guard decision.isAllowed else {
+            call.logger.info("gateway request denied", metadata: ["policy.decision": "\(decision.summary)", "gateway.operation": "\(route.operation.rawValue)"])
+            throw .accessDenied()
+        }
+    }
+
+    func effectivePolicy(_ claims: TokenClaims) throws(GatewayError) -> EffectivePolicy {
+        guard let role = policies.policy(forRole: claims.role) else { throw .accessDenied("The token's role has no policy.") }
+        guard let sessionText = claims.sessionPolicy else { return EffectivePolicy(role: role) }
+        do {
+            return EffectivePolicy(role: role, session: try Policy.load(text: sessionText, file: "session policy", variables: [:]))
+        } catch {
+            throw .accessDenied("The token's session policy is invalid.")
+        }
+    }
+
+    func policyContext(_ call: Call, claims: TokenClaims) -> PolicyContext {
+        var policyContext = PolicyContext(
+            now: clock(), sourceIp: call.sourceIP, secureTransport: false,
+            username: claims.subject, userid: claims.sessionName,
+            userAgent: call.request.headers[.userAgent], referer: call.request.headers[.referer],
+            jwtClaims: claims.claims ?? [:]
+        )
+        switch call.route {
+        case .listObjects, .listObjectsV2, .listMultipartUploads:
+            policyContext.setListing(prefix: call.query["prefix"] ?? "", delimiter: call.query["delimiter"],
+                                     maxKeys: call.query["max-keys"].flatMap { Int($0) })
+        default: break
+        }
+        return policyContext
+    }
+
+    /// `bucket/key` or `/bucket/key`, URL-encoded, optionally with `?versionId=`.
+    static func parseCopySource(_ value: String) throws(GatewayError) -> (bucket: String, key: String) {
+        var raw = Substring(value)
+        if let mark = raw.firstIndex(of: "?") { raw = raw[..<mark] }
+        if raw.hasPrefix("/") { raw = raw.dropFirst() }
+        let decoded = try decodeUTF8(raw)
+        guard let slash = decoded.firstIndex(of: "/"), slash != decoded.startIndex, decoded.index(after: slash) != decoded.endIndex else {
+            throw .invalidArgument("Copy Source must mention the source bucket and key: sourcebucket/sourcekey",
+                                   name: "x-amz-copy-source", value: value)
+        }
+        return (String(decoded[..<slash]), String(decoded[decoded.index(after: slash)...]))
+    }
+
+    // MARK: Errors
+
+    /// Every error a request can meet, as the client-visible error of its dialect.
+    static func gatewayError(_ error: any Error, dialect: Dialect, logger: Logger) -> GatewayError {
+        switch error {
+        case let error as GatewayError:
+            return error
+        case let error as S3AuthError:
+            var rendered = GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message,
+                                        details: error.details.map { ($0.name, $0.value) })
+            if case .requestTimeTooSkewed = error { rendered.headers[.date] = HTTPDates.rfc1123(Date()) }
+            return rendered
+        case let error as OSSAuthError:
+            var rendered = GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message,
+                                        details: error.details.map { ($0.name, $0.value) })
+            if case .requestTimeTooSkewed = error { rendered.headers[.date] = HTTPDates.rfc1123(Date()) }
+            return rendered
+        case let error as StoreError:
+            return storeError(error, dialect: dialect)
+        default:
+            return .internalError()
+        }
+    }
+
+    static func storeError(_ error: StoreError, dialect: Dialect) -> GatewayError {
+        var rendered = GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message)
+        switch error {
+        case .invalidRange(let size):
+            rendered.headers[.contentRange] = "bytes */\(size)"
+            rendered.details = [("ActualObjectSize", String(size))]
+        case .positionNotEqualToLength(let next):
+            rendered.headers[.ossNextAppendPosition] = String(next)
+        default: break
+        }
+        return rendered
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+
+/// The two date formats of S3 and OSS: RFC 1123 in headers, ISO 8601 with milliseconds in XML.
+enum HTTPDates {
+    private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    private static func parts(_ date: Date) -> (tm, Int) {
+        let seconds = date.timeIntervalSince1970
+        var time = time_t(seconds.rounded(.down))
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        let millis = Int(((seconds - seconds.rounded(.down)) * 1000).rounded(.down))
+        return (parts, millis)
+    }
+
+    private static func pad(_ n: Int32, _ width: Int = 2) -> String {
+        let digits = String(n)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`
+    static func rfc1123(_ date: Date) -> String {
+        let (t, _) = parts(date)
+        return "\(days[Int(t.tm_wday)]), \(pad(t.tm_mday)) \(months[Int(t.tm_mon)]) \(t.tm_year + 1900) "
+            + "\(pad(t.tm_hour)):\(pad(t.tm_min)):\(pad(t.tm_sec)) GMT"
+    }
+
+    /// `2009-10-12T17:50:30.000Z`
+    static func iso8601(_ date: Date) -> String {
+        let (t, millis) = parts(date)
+        return "\(t.tm_year + 1900)-\(pad(t.tm_mon + 1))-\(pad(t.tm_mday))T\(pad(t.tm_hour)):\(pad(t.tm_min)):\(pad(t.tm_sec))"
+            + ".\(pad(Int32(millis), 3))Z"
+    }
+
+    /// Parses an RFC 1123 date (`Sun, 06 Nov 1994 08:49:37 GMT`) or ISO 8601; nil otherwise.
+    static func parse(_ value: String) -> Date? {
+        let fields = value.split(separator: " ", omittingEmptySubsequences: true)
+        if fields.count == 6, fields[5] == "GMT" || fields[5] == "UTC",
+           let day = Int32(fields[1]), let monthIndex = months.firstIndex(of: String(fields[2])), let year = Int32(fields[3]) {
+            let clock = fields[4].split(separator: ":")
+            if clock.count == 3, let hour = Int32(clock[0]), let minute = Int32(clock[1]), let second = Int32(clock[2]),
+               (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second) {
+                var t = tm()
+                t.tm_year = year - 1900
+                t.tm_mon = Int32(monthIndex)
+                t.tm_mday = day
+                t.tm_hour = hour
+                t.tm_min = minute
+                t.tm_sec = second
+                return Date(timeIntervalSince1970: TimeInterval(timegm(&t)))
+            }
+        }
+        return try? Date(value.trimmingCharacters(in: .whitespaces), strategy: .iso8601)
+    }
+}

@@ -1,0 +1,44 @@
+import Hummingbird
+import TollgateStore
+
+extension Gateway {
+    func listBuckets(_ call: Call) async throws -> Response {
+        let buckets = try await store.listBuckets()
+        var xml = document(call, root: "ListAllMyBucketsResult")
+        owner(&xml)
+        xml.element("Buckets") { list in
+            for bucket in buckets {
+                list.element("Bucket") { entry in
+                    entry.element("Name", bucket.name)
+                    entry.element("CreationDate", HTTPDates.iso8601(bucket.creationDate))
+                }
+            }
+        }
+        return xmlResponse(xml)
+    }
+
+    func createBucket(_ call: Call, bucket: String) async throws -> Response {
+        // The body may carry a CreateBucketConfiguration (a location constraint); one region here.
+        _ = try await collectXMLBody(call, limit: 64 * 1024)
+        try await store.createBucket(bucket)
+        return empty(headers: [.location: "/\(bucket)"])
+    }
+
+    func headBucket(_ call: Call, bucket: String) async throws -> Response {
+        _ = try await store.headBucket(bucket)
+        return empty(headers: [.amzBucketRegion: Self.region])
+    }
+
+    func deleteBucket(_ call: Call, bucket: String) async throws -> Response {
+        try await store.deleteBucket(bucket)
+        return empty(.noContent)
+    }
+
+    func getBucketLocation(_ call: Call, bucket: String) async throws -> Response {
+        _ = try await store.headBucket(bucket)
+        var xml = document(call, root: "LocationConstraint")
+        // S3 answers an empty constraint for us-east-1; OSS names its region.
+        if call.dialect == .oss { xml.characters("oss-" + Self.region) }
+        return xmlResponse(xml)
+    }
+}

@@ -1,0 +1,72 @@
+import Hummingbird
+import TollgateSignature
+import TollgateStore
+
+extension Gateway {
+    /// ListObjects (v1) and ListObjectsV2: one store query, two renderings.
+    func listObjects(_ call: Call, bucket: String, version: Int) async throws -> Response {
+        let query = call.query
+        let maxKeys = try Self.intParameter(query, "max-keys", default: 1000, range: 0...Int.max)
+        let encodeURL: Bool
+        switch query["encoding-type"] {
+        case nil: encodeURL = false
+        case "url": encodeURL = true
+        case let other?: throw GatewayError.invalidArgument("Invalid Encoding Method specified in Request", name: "encoding-type", value: other)
+        }
+        let prefix = query["prefix"] ?? ""
+        let delimiter = query["delimiter"].flatMap { $0.isEmpty ? nil : $0 }
+        let listQuery = version == 1
+            ? ListQuery(prefix: prefix, delimiter: delimiter, startAfter: query["marker"].flatMap { $0.isEmpty ? nil : $0 }, maxKeys: min(maxKeys, 1000))
+            : ListQuery(prefix: prefix, delimiter: delimiter, startAfter: query["start-after"].flatMap { $0.isEmpty ? nil : $0 },
+                        continuationToken: query["continuation-token"], maxKeys: min(maxKeys, 1000))
+        let result = try await store.listObjects(bucket: bucket, query: listQuery)
+        func encoded(_ value: String) -> String { encodeURL ? Self.urlEncodeForListing(value) : value }
+
+        var xml = document(call, root: "ListBucketResult")
+        xml.element("Name", bucket)
+        xml.element("Prefix", encoded(prefix))
+        if version == 1 {
+            xml.element("Marker", encoded(query["marker"] ?? ""))
+            if result.isTruncated, let next = result.nextMarker { xml.element("NextMarker", encoded(next)) }
+        } else {
+            if let startAfter = query["start-after"] { xml.element("StartAfter", encoded(startAfter)) }
+            if let token = query["continuation-token"] { xml.element("ContinuationToken", token) }
+            if result.isTruncated, let next = result.nextContinuationToken { xml.element("NextContinuationToken", next) }
+            xml.element("KeyCount", String(result.keyCount))
+        }
+        xml.element("MaxKeys", String(maxKeys))
+        if let delimiter { xml.element("Delimiter", encoded(delimiter)) }
+        if encodeURL { xml.element("EncodingType", "url") }
+        xml.element("IsTruncated", result.isTruncated ? "true" : "false")
+        let fetchOwner = version == 1 || query["fetch-owner"] == "true"
+        for object in result.objects {
+            xml.element("Contents") { entry in
+                entry.element("Key", encoded(object.key))
+                entry.element("LastModified", HTTPDates.iso8601(object.lastModified))
+                entry.element("ETag", object.etag)
+                if call.dialect == .oss { entry.element("Type", object.etag.contains("-") ? "Multipart" : "Normal") }
+                entry.element("Size", String(object.size))
+                entry.element("StorageClass", "STANDARD")
+                if fetchOwner { owner(&entry) }
+            }
+        }
+        for commonPrefix in result.commonPrefixes {
+            xml.element("CommonPrefixes") { $0.element("Prefix", encoded(commonPrefix)) }
+        }
+        return xmlResponse(xml)
+    }
+
+    /// S3's `encoding-type=url`: percent-encoding of everything but unreserved characters and
+    /// `/`, with spaces as `+` (clients decode with unquote_plus).
+    static func urlEncodeForListing(_ value: String) -> String {
+        PercentEncoding.encode(value, keepSlash: true)
+    }
+
+    static func intParameter(_ query: [String: String], _ name: String, default value: Int, range: ClosedRange<Int>) throws(GatewayError) -> Int {
+        guard let raw = query[name] else { return value }
+        guard let number = Int(raw), range.contains(number) else {
+            throw .invalidArgument("Provided \(name) not an integer or within integer range", name: name, value: raw)
+        }
+        return number
+    }
+}

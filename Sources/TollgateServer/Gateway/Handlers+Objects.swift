@@ -1,0 +1,263 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import TollgatePolicy
+import TollgateStore
+
+extension Gateway {
+    // MARK: Reading
+
+    func getObject(_ call: Call, bucket: String, key: String, headOnly: Bool) async throws -> Response {
+        // A Range on HEAD is answered like GET's headers; a range that cannot be parsed is ignored, as S3 does.
+        let range = call.headers[.range].flatMap(ByteRange.parse)
+        if headOnly {
+            let info = try await store.headObject(bucket: bucket, key: key)
+            if let early = try conditionalResponse(call, info: info) { return early }
+            var headers = objectHeaders(call, info: info)
+            if let range {
+                let resolved = try range.resolve(size: info.size)
+                headers[.contentLength] = String(resolved.count)
+                headers[.contentRange] = "bytes \(resolved.lowerBound)-\(resolved.upperBound - 1)/\(info.size)"
+                return Response(status: .partialContent, headers: headers)
+            }
+            headers[.contentLength] = String(info.size)
+            return Response(status: .ok, headers: headers)
+        }
+        let read = try await store.getObject(bucket: bucket, key: key, range: range)
+        if let early = try conditionalResponse(call, info: read.info) { return early }
+        var headers = objectHeaders(call, info: read.info)
+        applyResponseOverrides(call, to: &headers)
+        headers[.contentLength] = String(read.contentLength)
+        if read.isPartial { headers[.contentRange] = read.contentRange }
+        return Response(status: read.isPartial ? .partialContent : .ok, headers: headers, body: ResponseBody(asyncSequence: read.body))
+    }
+
+    /// OSS GetObjectMeta: ETag, size and time only.
+    func getObjectMeta(_ call: Call, bucket: String, key: String) async throws -> Response {
+        let info = try await store.headObject(bucket: bucket, key: key)
+        return empty(headers: [
+            .eTag: info.etag, .lastModified: HTTPDates.rfc1123(info.lastModifiedSeconds),
+            HTTPField.Name("x-oss-object-size")!: String(info.size),
+        ]).with(contentLength: info.size)
+    }
+
+    /// If-Match / If-Unmodified-Since (412) and If-None-Match / If-Modified-Since (304), with
+    /// the precedence S3 documents: a matching If-Match overrides If-Unmodified-Since, and a
+    /// failing If-None-Match overrides If-Modified-Since.
+    func conditionalResponse(_ call: Call, info: ObjectInfo) throws(GatewayError) -> Response? {
+        let modified = info.lastModifiedSeconds
+        if let ifMatch = call.headers[.ifMatch] {
+            if !ETag.matches(ifMatch, info.etag) { throw Self.preconditionFailed("If-Match") }
+        } else if let since = call.headers[.ifUnmodifiedSince].flatMap(HTTPDates.parse), modified > since {
+            throw Self.preconditionFailed("If-Unmodified-Since")
+        }
+        let notModified: Bool
+        if let ifNoneMatch = call.headers[.ifNoneMatch] {
+            notModified = ETag.matches(ifNoneMatch, info.etag)
+        } else if let since = call.headers[.ifModifiedSince].flatMap(HTTPDates.parse) {
+            notModified = modified <= since
+        } else {
+            notModified = false
+        }
+        guard notModified else { return nil }
+        return Response(status: .notModified, headers: [.eTag: info.etag, .lastModified: HTTPDates.rfc1123(modified)])
+    }
+
+    static func preconditionFailed(_ condition: String) -> GatewayError {
+        GatewayError(.preconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold",
+                     details: [("Condition", condition)])
+    }
+
+    /// The stored headers, exactly as they were given, plus ETag, Last-Modified and user metadata.
+    func objectHeaders(_ call: Call, info: ObjectInfo) -> HTTPFields {
+        var headers: HTTPFields = [
+            .eTag: info.etag,
+            .lastModified: HTTPDates.rfc1123(info.lastModifiedSeconds),
+            .acceptRanges: "bytes",
+            .contentType: info.metadata.contentType ?? (call.dialect == .s3 ? "binary/octet-stream" : "application/octet-stream"),
+        ]
+        if let value = info.metadata.contentEncoding { headers[.contentEncoding] = value }
+        if let value = info.metadata.contentDisposition { headers[.contentDisposition] = value }
+        if let value = info.metadata.cacheControl { headers[.cacheControl] = value }
+        if let value = info.metadata.expires { headers[.expires] = value }
+        if let value = info.metadata.contentLanguage { headers[.contentLanguage] = value }
+        for (name, value) in info.metadata.userMetadata.sorted(by: { $0.key < $1.key }) {
+            if let field = HTTPField.Name(call.metadataPrefix + name) { headers.append(HTTPField(name: field, value: value)) }
+        }
+        if call.dialect == .oss {
+            headers[.ossObjectType] = info.isAppendable ? "Appendable" : (info.etag.contains("-") ? "Multipart" : "Normal")
+            if let next = info.nextAppendPosition { headers[.ossNextAppendPosition] = String(next) }
+        }
+        return headers
+    }
+
+    /// `response-content-type` and friends on a (usually presigned) GET override the stored headers.
+    func applyResponseOverrides(_ call: Call, to headers: inout HTTPFields) {
+        let overrides: [(String, HTTPField.Name)] = [
+            ("response-content-type", .contentType), ("response-content-language", .contentLanguage),
+            ("response-expires", .expires), ("response-cache-control", .cacheControl),
+            ("response-content-disposition", .contentDisposition), ("response-content-encoding", .contentEncoding),
+        ]
+        for (parameter, field) in overrides {
+            if let value = call.query[parameter] { headers[field] = value }
+        }
+    }
+
+    // MARK: Writing
+
+    /// Metadata from the request headers: standard headers stored exactly, user metadata under
+    /// its name without the dialect's prefix (lower-cased, as both services do).
+    func requestMetadata(_ call: Call) -> ObjectMetadata {
+        var metadata = ObjectMetadata(
+            contentType: call.headers[.contentType],
+            contentEncoding: call.headers[.contentEncoding].flatMap(Self.withoutAWSChunked),
+            contentDisposition: call.headers[.contentDisposition],
+            cacheControl: call.headers[.cacheControl],
+            expires: call.headers[.expires],
+            contentLanguage: call.headers[.contentLanguage]
+        )
+        for field in call.headers {
+            let name = field.name.canonicalName
+            if name.hasPrefix(call.metadataPrefix) {
+                metadata.userMetadata[String(name.dropFirst(call.metadataPrefix.count))] = field.value
+            }
+        }
+        return metadata
+    }
+
+    /// `aws-chunked` describes the transfer, not the object: S3 does not store it.
+    static func withoutAWSChunked(_ value: String) -> String? {
+        let rest = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0 != "aws-chunked" && !$0.isEmpty }
+        return rest.isEmpty ? nil : rest.joined(separator: ",")
+    }
+
+    func writePreconditions(_ call: Call) -> WritePreconditions {
+        WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch])
+    }
+
+    func verifiedBody(_ call: Call) throws -> VerifiedBody<RequestBody> {
+        VerifiedBody(base: call.request.body, check: try BodyCheck.forRequest(identity: call.identity, contentMD5: call.headers[.contentMD5]))
+    }
+
+    func putObject(_ call: Call, bucket: String, key: String) async throws -> Response {
+        let info = try await store.putObject(
+            bucket: bucket, key: key, body: try verifiedBody(call), metadata: requestMetadata(call),
+            options: WriteOptions(preconditions: writePreconditions(call))
+        )
+        call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
+        return empty(headers: [.eTag: info.etag])
+    }
+
+    func appendObject(_ call: Call, bucket: String, key: String) async throws -> Response {
+        guard let raw = call.query["position"], let position = Int64(raw), position >= 0 else {
+            throw GatewayError.invalidArgument("Position is not valid.", name: "position", value: call.query["position"] ?? "")
+        }
+        let info = try await store.appendObject(
+            bucket: bucket, key: key, position: position, body: try verifiedBody(call), metadata: requestMetadata(call),
+            options: WriteOptions(preconditions: writePreconditions(call))
+        )
+        return empty(headers: [.eTag: info.etag, .ossNextAppendPosition: String(info.size)])
+    }
+
+    func copyObject(_ call: Call, bucket: String, key: String, source: String) async throws -> Response {
+        let (sourceBucket, sourceKey) = try Self.parseCopySource(source)
+        let directive = call.headers[call.dialect == .s3 ? .amzMetadataDirective : .ossMetadataDirective]?.uppercased() ?? "COPY"
+        guard directive == "COPY" || directive == "REPLACE" else {
+            throw GatewayError.invalidArgument("Unknown metadata directive.", name: "x-amz-metadata-directive", value: directive)
+        }
+        if directive == "COPY", sourceBucket == bucket, sourceKey == key {
+            throw GatewayError.invalidRequest(
+                "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+        }
+        let conditions = copySourceConditions(call)
+        let info = try await store.copyObject(
+            from: ObjectLocation(bucket: sourceBucket, key: sourceKey), to: ObjectLocation(bucket: bucket, key: key),
+            metadata: directive == "REPLACE" ? requestMetadata(call) : nil,
+            options: CopyOptions(preconditions: writePreconditions(call), checkSource: conditions)
+        )
+        var xml = document(call, root: "CopyObjectResult")
+        xml.element("LastModified", HTTPDates.iso8601(info.lastModified))
+        xml.element("ETag", info.etag)
+        return xmlResponse(xml)
+    }
+
+    /// `x-amz-copy-source-if-*` (and the OSS spellings), checked against the opened source.
+    func copySourceConditions(_ call: Call) -> @Sendable (ObjectInfo) throws -> Void {
+        let prefix = call.dialect == .s3 ? "x-amz-copy-source-if-" : "x-oss-copy-source-if-"
+        let ifMatch = call.header(prefix + "match")
+        let ifNoneMatch = call.header(prefix + "none-match")
+        let ifModifiedSince = call.header(prefix + "modified-since").flatMap(HTTPDates.parse)
+        let ifUnmodifiedSince = call.header(prefix + "unmodified-since").flatMap(HTTPDates.parse)
+        return { info in
+            let modified = info.lastModifiedSeconds
+            if let ifMatch {
+                if !ETag.matches(ifMatch, info.etag) { throw Self.preconditionFailed(prefix + "match") }
+            } else if let ifUnmodifiedSince, modified > ifUnmodifiedSince {
+                throw Self.preconditionFailed(prefix + "unmodified-since")
+            }
+            if let ifNoneMatch {
+                if ETag.matches(ifNoneMatch, info.etag) { throw Self.preconditionFailed(prefix + "none-match") }
+            } else if let ifModifiedSince, modified <= ifModifiedSince {
+                throw Self.preconditionFailed(prefix + "modified-since")
+            }
+        }
+    }
+
+    // MARK: Deleting
+
+    func deleteObject(_ call: Call, bucket: String, key: String) async throws -> Response {
+        _ = try await store.headBucket(bucket)
+        try await store.deleteObject(bucket: bucket, key: key)
+        return empty(.noContent)
+    }
+
+    /// DeleteObjects / DeleteMultipleObjects: each key is authorized on its own, and refusals
+    /// are reported per key, as S3 does.
+    func deleteObjects(_ call: Call, bucket: String) async throws -> Response {
+        let request = try DeleteRequest.parse(try await collectXMLBody(call))
+        guard request.keys.count <= 1000 else { throw GatewayError.malformedXML() }
+        var allowed: [String] = []
+        var denied: [String] = []
+        if let claims = call.identity.claims {
+            let policy = try effectivePolicy(claims)
+            let context = policyContext(call, claims: claims)
+            for key in request.keys {
+                let decision = policy.evaluate(GatewayOperation.deleteObject.requiredChecks(bucket: bucket, key: key), context: context)
+                if decision.isAllowed { allowed.append(key) } else { denied.append(key) }
+            }
+        } else {
+            allowed = request.keys
+        }
+        _ = try await store.headBucket(bucket)
+        let results = try await store.deleteObjects(bucket: bucket, keys: allowed)
+        var xml = document(call, root: "DeleteResult")
+        for result in results {
+            if let error = result.error {
+                xml.element("Error") { entry in
+                    entry.element("Key", result.key)
+                    entry.element("Code", error.code)
+                    entry.element("Message", error.message)
+                }
+            } else if !request.quiet {
+                xml.element("Deleted") { $0.element("Key", result.key) }
+            }
+        }
+        for key in denied {
+            xml.element("Error") { entry in
+                entry.element("Key", key)
+                entry.element("Code", "AccessDenied")
+                entry.element("Message", "Access Denied")
+            }
+        }
+        return xmlResponse(xml)
+    }
+}
+
+extension Response {
+    func with(contentLength: Int64) -> Response {
+        var copy = self
+        copy.headers[.contentLength] = String(contentLength)
+        return copy
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import TollgateStore
+
+extension Gateway {
+    static let s3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/"
+    static let ownerID = "tollgate"
+    /// The region the gateway reports; clients may sign with any region.
+    static let region = "us-east-1"
+
+    /// One handler per operation; every one of them runs after authorization.
+    func handle(_ call: Call) async throws -> Response {
+        switch call.route {
+        case .listBuckets: return try await listBuckets(call)
+        case .createBucket(let bucket): return try await createBucket(call, bucket: bucket)
+        case .headBucket(let bucket): return try await headBucket(call, bucket: bucket)
+        case .deleteBucket(let bucket): return try await deleteBucket(call, bucket: bucket)
+        case .getBucketLocation(let bucket): return try await getBucketLocation(call, bucket: bucket)
+        case .listObjects(let bucket): return try await listObjects(call, bucket: bucket, version: 1)
+        case .listObjectsV2(let bucket): return try await listObjects(call, bucket: bucket, version: 2)
+        case .listMultipartUploads(let bucket): return try await listMultipartUploads(call, bucket: bucket)
+        case .deleteObjects(let bucket): return try await deleteObjects(call, bucket: bucket)
+        case .getObject(let bucket, let key): return try await getObject(call, bucket: bucket, key: key, headOnly: false)
+        case .headObject(let bucket, let key): return try await getObject(call, bucket: bucket, key: key, headOnly: true)
+        case .getObjectMeta(let bucket, let key): return try await getObjectMeta(call, bucket: bucket, key: key)
+        case .putObject(let bucket, let key): return try await putObject(call, bucket: bucket, key: key)
+        case .copyObject(let bucket, let key, let source): return try await copyObject(call, bucket: bucket, key: key, source: source)
+        case .appendObject(let bucket, let key): return try await appendObject(call, bucket: bucket, key: key)
+        case .deleteObject(let bucket, let key): return try await deleteObject(call, bucket: bucket, key: key)
+        case .createMultipartUpload(let bucket, let key): return try await createMultipartUpload(call, bucket: bucket, key: key)
+        case .uploadPart(let bucket, let key, let uploadID, let partNumber):
+            return try await uploadPart(call, bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber)
+        case .uploadPartCopy(let bucket, let key, let uploadID, let partNumber, let source):
+            return try await uploadPartCopy(call, bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, source: source)
+        case .completeMultipartUpload(let bucket, let key, let uploadID):
+            return try await completeMultipartUpload(call, bucket: bucket, key: key, uploadID: uploadID)
+        case .abortMultipartUpload(let bucket, let key, let uploadID):
+            return try await abortMultipartUpload(call, bucket: bucket, key: key, uploadID: uploadID)
+        case .listParts(let bucket, let key, let uploadID):
+            return try await listParts(call, bucket: bucket, key: key, uploadID: uploadID)
+        }
+    }
+
+    // MARK: Rendering helpers
+
+    /// A new XML document whose root element carries S3's namespace (OSS uses none).
+    func document(_ call: Call, root: String) -> XMLWriter {
+        var xml = XMLWriter()
+        xml.start(root, namespace: call.dialect == .s3 ? Self.s3Namespace : nil)
+        return xml
+    }
+
+    func xmlResponse(_ xml: XMLWriter, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        var xml = xml
+        xml.endAll()
+        var headers = headers
+        headers[.contentType] = "application/xml"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: xml.text)))
+    }
+
+    func empty(_ status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        var headers = headers
+        headers[.contentLength] = "0"
+        return Response(status: status, headers: headers)
+    }
+
+    func owner(_ xml: inout XMLWriter, _ name: String = "Owner") {
+        xml.element(name) { owner in
+            owner.element("ID", Self.ownerID)
+            owner.element("DisplayName", Self.ownerID)
+        }
+    }
+
+    /// Collects a small XML request body (CompleteMultipartUpload, Delete), verified like any body.
+    func collectXMLBody(_ call: Call, limit: Int = 2 * 1024 * 1024) async throws -> Data {
+        let body = VerifiedBody(base: call.request.body, check: try BodyCheck.forRequest(identity: call.identity, contentMD5: call.headers[.contentMD5]))
+        var collected = ByteBuffer()
+        for try await buffer in body {
+            guard collected.readableBytes + buffer.readableBytes <= limit else {
+                throw GatewayError(.badRequest, "MaxMessageLengthExceeded", "Your request was too big.")
+            }
+            var buffer = buffer
+            collected.writeBuffer(&buffer)
+        }
+        return Data(collected.readableBytesView)
+    }
+}
+
+extension XMLWriter {
+    /// Closes every element still open.
+    mutating func endAll() {
+        while isOpen { end() }
+    }
+}

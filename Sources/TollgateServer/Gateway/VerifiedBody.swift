@@ -1,0 +1,123 @@
+import NIOCore
+import TollgateCrypto
+import TollgateSignature
+
+/// What a request body must prove while it streams through.
+enum BodyCheck: Sendable {
+    /// Nothing to check (unsigned payload, no digests).
+    case none
+    /// S3: signed SHA-256, Content-MD5 and/or an `x-amz-checksum-*` header, or aws-chunked.
+    case s3(S3VerifiedRequest)
+    /// OSS: Content-MD5 when sent.
+    case contentMD5([UInt8])
+
+    /// Builds the check for a request, or throws InvalidDigest for a malformed Content-MD5.
+    static func forRequest(identity: GatewayIdentity, contentMD5 header: String?) throws(GatewayError) -> BodyCheck {
+        if let s3 = identity.s3 { return .s3(s3) }
+        guard let header else { return .none }
+        guard let digest = ContentMD5.parse(header) else {
+            throw GatewayError(.badRequest, "InvalidDigest", "The Content-MD5 you specified is not valid.")
+        }
+        return .contentMD5(digest)
+    }
+}
+
+/// A request body that is decoded (aws-chunked) and verified as it streams. When the client's
+/// stream ends, every digest is checked; a mismatch throws, so the store discards the upload
+/// before committing anything.
+struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+    let check: BodyCheck
+
+    func makeAsyncIterator() -> Iterator {
+        Iterator(base: base.makeAsyncIterator(), checker: Checker(check))
+    }
+
+    struct Iterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let checker: Checker
+        var finished = false
+
+        mutating func next() async throws -> ByteBuffer? {
+            while !finished {
+                guard let buffer = try await base.next() else {
+                    finished = true
+                    try checker.finish()
+                    return nil
+                }
+                if let out = try checker.process(buffer) { return out }
+            }
+            return nil
+        }
+    }
+
+    /// The per-body verification state (not thread-safe; one per body, used by one task).
+    final class Checker {
+        private let verifier: S3PayloadVerifier?
+        private let decoder: AWSChunkedDecoder?
+        private let md5: (expected: [UInt8], digest: StreamingDigest)?
+        private let failure: (any Error)?
+        private var scratch: [UInt8] = []
+
+        init(_ check: BodyCheck) {
+            var verifier: S3PayloadVerifier?
+            var decoder: AWSChunkedDecoder?
+            var md5: (expected: [UInt8], digest: StreamingDigest)?
+            var failure: (any Error)?
+            do {
+                switch check {
+                case .none: break
+                case .s3(let request):
+                    decoder = try request.makeChunkedDecoder()
+                    if decoder == nil {
+                        let plain = try request.makePayloadVerifier()
+                        verifier = plain.isTrivial ? nil : plain
+                    }
+                case .contentMD5(let expected):
+                    md5 = (expected, try StreamingDigest(.md5))
+                }
+            } catch {
+                failure = error
+            }
+            self.verifier = verifier
+            self.decoder = decoder
+            self.md5 = md5
+            self.failure = failure
+        }
+
+        func process(_ buffer: ByteBuffer) throws -> ByteBuffer? {
+            if let failure { throw failure }
+            if let decoder {
+                scratch.removeAll(keepingCapacity: true)
+                let result: Result<Void, S3AuthError> = buffer.withUnsafeReadableBytes { bytes in
+                    Result { () throws(S3AuthError) in try decoder.decode(bytes, into: &scratch) }
+                }
+                try result.get()
+                return scratch.isEmpty ? nil : ByteBuffer(bytes: scratch)
+            }
+            if let verifier {
+                let result: Result<Void, S3AuthError> = buffer.withUnsafeReadableBytes { bytes in
+                    Result { () throws(S3AuthError) in try verifier.update(bytes) }
+                }
+                try result.get()
+            }
+            if let md5 {
+                let result: Result<Void, CryptoError> = buffer.withUnsafeReadableBytes { bytes in
+                    Result { () throws(CryptoError) in try md5.digest.update(bytes) }
+                }
+                try result.get()
+            }
+            return buffer
+        }
+
+        func finish() throws {
+            if let failure { throw failure }
+            if let decoder { try decoder.finish() }
+            if let verifier { try verifier.finish() }
+            if let md5, try md5.digest.finalize() != md5.expected {
+                throw GatewayError(.badRequest, "InvalidDigest", "The Content-MD5 you specified did not match what we received.")
+            }
+        }
+    }
+}
