@@ -1,0 +1,70 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+import TollgateStore
+@testable import TollgateServer
+
+/// The gateway's refusals that need no signature: they must still answer in the caller's
+/// dialect, with a request id, and store nothing.
+private func withGateway(_ body: @Sendable (any TestClientProtocol, LocalObjectStore) async throws -> Void) async throws {
+    let fixture = try Fixture()
+    defer { fixture.remove() }
+    let store = try LocalObjectStore(directory: fixture.directory + "/store")
+    try await store.ensureBuckets(["tollgate"])
+    let app = Application(responder: buildGatewayResponder(state: fixture.state, store: store))
+    try await app.test(.router) { client in try await body(client, store) }
+}
+
+@Test func anonymousRequestsAreDeniedInS3XML() async throws {
+    try await withGateway { client, store in
+        try await client.execute(uri: "/tollgate/x.txt", method: .put, body: ByteBuffer(string: "data")) { response in
+            #expect(response.status == .forbidden)
+            let body = String(buffer: response.body)
+            #expect(body.contains("<Code>AccessDenied</Code>"))
+            #expect(body.contains("<Resource>/tollgate/x.txt</Resource>"))
+            #expect(body.contains("<RequestId>"))
+            #expect(response.headers[.amzRequestID] != nil)
+        }
+        await #expect(throws: StoreError.self) { try await store.headObject(bucket: "tollgate", key: "x.txt") }
+    }
+}
+
+@Test func ossRequestsGetOSSErrors() async throws {
+    try await withGateway { client, _ in
+        try await client.execute(uri: "/tollgate/x.txt", method: .get, headers: [.authorization: "OSS STS.unknown:c2lnbmF0dXJl", .date: HTTPDates.rfc1123(Date())]) { response in
+            #expect(response.status == .forbidden)
+            #expect(response.headers[.ossRequestID] != nil)
+            let body = String(buffer: response.body)
+            #expect(body.contains("<Code>InvalidSecurityToken</Code>") || body.contains("<Code>InvalidAccessKeyId</Code>"), "\(body)")
+            #expect(!body.contains("<Resource>"))
+        }
+    }
+}
+
+@Test func signatureV2IsRefusedClearly() async throws {
+    try await withGateway { client, _ in
+        try await client.execute(uri: "/tollgate/x.txt", method: .get, headers: [.authorization: "AWS AKID:c2ln"]) { response in
+            #expect(response.status == .badRequest)
+            #expect(String(buffer: response.body).contains("<Code>InvalidRequest</Code>"))
+        }
+    }
+}
+
+@Test func unsupportedSubresourceIsNotImplemented() async throws {
+    try await withGateway { client, _ in
+        try await client.execute(uri: "/tollgate?acl", method: .get) { response in
+            #expect(response.status == .notImplemented)
+            #expect(String(buffer: response.body).contains("<Code>NotImplemented</Code>"))
+        }
+    }
+}
+
+@Test func headErrorsHaveNoBody() async throws {
+    try await withGateway { client, _ in
+        try await client.execute(uri: "/tollgate/x.txt", method: .head) { response in
+            #expect(response.status == .forbidden)
+            #expect(response.body.readableBytes == 0)
+        }
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+import TollgatePolicy
+import TollgateStore
+@testable import TollgateServer
+
+struct RouteCase: Sendable, CustomStringConvertible {
+    let method: String
+    let bucket: String?
+    let key: String?
+    let query: [String: String]
+    var copySource: String? = nil
+    let operation: GatewayOperation
+    var description: String { "\(method) \(bucket ?? "-")/\(key ?? "-") \(query.keys.sorted())" }
+}
+
+let routeCases: [RouteCase] = [
+    RouteCase(method: "GET", bucket: nil, key: nil, query: [:], operation: .listBuckets),
+    RouteCase(method: "PUT", bucket: "b", key: nil, query: [:], operation: .createBucket),
+    RouteCase(method: "HEAD", bucket: "b", key: nil, query: [:], operation: .headBucket),
+    RouteCase(method: "DELETE", bucket: "b", key: nil, query: [:], operation: .deleteBucket),
+    RouteCase(method: "GET", bucket: "b", key: nil, query: ["location": ""], operation: .getBucketLocation),
+    RouteCase(method: "GET", bucket: "b", key: nil, query: [:], operation: .listObjects),
+    RouteCase(method: "GET", bucket: "b", key: nil, query: ["list-type": "2"], operation: .listObjectsV2),
+    RouteCase(method: "GET", bucket: "b", key: nil, query: ["uploads": ""], operation: .listMultipartUploads),
+    RouteCase(method: "POST", bucket: "b", key: nil, query: ["delete": ""], operation: .deleteObjects),
+    RouteCase(method: "GET", bucket: "b", key: "k", query: [:], operation: .getObject),
+    RouteCase(method: "HEAD", bucket: "b", key: "k", query: [:], operation: .headObject),
+    RouteCase(method: "GET", bucket: "b", key: "k", query: ["objectMeta": ""], operation: .getObjectMeta),
+    RouteCase(method: "HEAD", bucket: "b", key: "k", query: ["objectMeta": ""], operation: .getObjectMeta),
+    RouteCase(method: "PUT", bucket: "b", key: "k", query: [:], operation: .putObject),
+    RouteCase(method: "PUT", bucket: "b", key: "k", query: [:], copySource: "/s/k", operation: .copyObject),
+    RouteCase(method: "POST", bucket: "b", key: "k", query: ["append": "", "position": "0"], operation: .appendObject),
+    RouteCase(method: "DELETE", bucket: "b", key: "k", query: [:], operation: .deleteObject),
+    RouteCase(method: "POST", bucket: "b", key: "k", query: ["uploads": ""], operation: .createMultipartUpload),
+    RouteCase(method: "PUT", bucket: "b", key: "k", query: ["uploadId": "u", "partNumber": "1"], operation: .uploadPart),
+    RouteCase(method: "PUT", bucket: "b", key: "k", query: ["uploadId": "u", "partNumber": "1"], copySource: "s/k", operation: .uploadPartCopy),
+    RouteCase(method: "POST", bucket: "b", key: "k", query: ["uploadId": "u"], operation: .completeMultipartUpload),
+    RouteCase(method: "DELETE", bucket: "b", key: "k", query: ["uploadId": "u"], operation: .abortMultipartUpload),
+    RouteCase(method: "GET", bucket: "b", key: "k", query: ["uploadId": "u"], operation: .listParts),
+]
+
+@Test("every gateway operation is routed", arguments: routeCases)
+func routes(testCase: RouteCase) throws {
+    let route = try GatewayRoute.route(method: testCase.method, bucket: testCase.bucket, key: testCase.key,
+                                       query: testCase.query, copySource: testCase.copySource)
+    #expect(route.operation == testCase.operation)
+    #expect(route.bucket == testCase.bucket)
+    #expect(route.key == testCase.key)
+}
+
+@Test func everyPolicyOperationHasARoute() {
+    let routed = Set(routeCases.map(\.operation))
+    #expect(routed == Set(GatewayOperation.allCases))
+}
+
+@Test("refused routes", arguments: [
+    ("POST", "b", nil as String?, [:] as [String: String], "MethodNotAllowed"),
+    ("PATCH", "b", "k", [:], "MethodNotAllowed"),
+    ("PUT", nil, nil, [:], "MethodNotAllowed"),
+    ("GET", "b", "k", ["acl": ""], "NotImplemented"),
+    ("PUT", "b", nil, ["versioning": ""], "NotImplemented"),
+    ("GET", "b", nil, ["list-type": "3"], "InvalidArgument"),
+    ("PUT", "b", "k", ["uploadId": "u"], "InvalidArgument"),
+])
+func refusedRoutes(method: String, bucket: String?, key: String?, query: [String: String], code: String) {
+    #expect {
+        _ = try GatewayRoute.route(method: method, bucket: bucket, key: key, query: query, copySource: nil)
+    } throws: { error in
+        (error as? GatewayError)?.code == code
+    }
+}
+
+private func gateway(baseDomain: String? = nil) throws -> Gateway {
+    let fixture = try Fixture()
+    defer { fixture.remove() }
+    return Gateway(
+        store: try LocalObjectStore(directory: fixture.directory + "/store"), authenticator: Authenticator(root: fixture.state.root, tokens: fixture.state.tokens),
+        policies: fixture.state.policies, baseDomain: baseDomain, clock: { Date() }
+    )
+}
+
+@Test("addressing keeps keys exactly, traversal included", arguments: [
+    ("/", nil as String?, nil as String?),
+    ("/bucket", "bucket", nil),
+    ("/bucket/", "bucket", nil),
+    ("/bucket/a/b/c.txt", "bucket", "a/b/c.txt"),
+    ("/bucket/a%20b+c", "bucket", "a b+c"),
+    ("/bucket/..%2F..%2Fetc%2Fpasswd", "bucket", "../../etc/passwd"),
+    ("/bucket/%2e%2e/%2e%2e/x", "bucket", "../../x"),
+    ("/bucket//abs", "bucket", "/abs"),
+    ("/bucket/%E4%BD%A0%E5%A5%BD", "bucket", "你好"),
+    ("/bucket/100%25", "bucket", "100%"),
+])
+func pathStyle(rawPath: String, bucket: String?, key: String?) throws {
+    let address = try gateway().address(host: "127.0.0.1:9000", rawPath: rawPath)
+    #expect(address.bucket == bucket)
+    #expect(address.key == key)
+}
+
+@Test func virtualHostStyle() throws {
+    let gateway = try gateway(baseDomain: "s3.example.test")
+    let virtual = try gateway.address(host: "photos.s3.example.test:9000", rawPath: "/a/b.jpg")
+    #expect(virtual.bucket == "photos")
+    #expect(virtual.key == "a/b.jpg")
+    let path = try gateway.address(host: "s3.example.test", rawPath: "/photos/a/b.jpg")
+    #expect(path.bucket == "photos")
+    #expect(path.key == "a/b.jpg")
+}
+
+@Test func invalidUTF8KeyIsRefused() throws {
+    #expect(throws: GatewayError.self) { try gateway().address(host: nil, rawPath: "/bucket/%FF%FE") }
+}
+
+@Test("copy sources", arguments: [
+    ("bucket/key", "bucket", "key"),
+    ("/bucket/a/b%20c", "bucket", "a/b c"),
+    ("bucket/key?versionId=3", "bucket", "key"),
+])
+func copySource(value: String, bucket: String, key: String) throws {
+    let parsed = try Gateway.parseCopySource(value)
+    #expect(parsed.bucket == bucket)
+    #expect(parsed.key == key)
+}
+
+@Test("bad copy sources", arguments: ["bucket", "/bucket/", "/key-only", ""])
+func badCopySource(value: String) {
+    #expect(throws: GatewayError.self) { try Gateway.parseCopySource(value) }
+}
+
+@Test func httpDates() throws {
+    let date = Date(timeIntervalSince1970: 784_111_777)
+    #expect(HTTPDates.rfc1123(date) == "Sun, 06 Nov 1994 08:49:37 GMT")
+    #expect(HTTPDates.parse("Sun, 06 Nov 1994 08:49:37 GMT") == date)
+    #expect(HTTPDates.iso8601(Date(timeIntervalSince1970: 784_111_777.25)) == "1994-11-06T08:49:37.250Z")
+    #expect(HTTPDates.parse("1994-11-06T08:49:37Z") == date)
+    #expect(HTTPDates.parse("yesterday") == nil)
+    #expect(HTTPDates.parse("Sun, 32 Nov 1994 08:49:37 GMT") == nil)
+}
+
+@Test func deleteRequestXML() throws {
+    let xml = """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet>
+        <Object><Key>a &amp; b</Key></Object><Object><Key>../x</Key><VersionId>1</VersionId></Object></Delete>
+        """
+    let request = try DeleteRequest.parse(Data(xml.utf8))
+    #expect(request.quiet)
+    #expect(request.keys == ["a & b", "../x"])
+    #expect(throws: GatewayError.self) { try DeleteRequest.parse(Data("<Delete><Object>".utf8)) }
+    #expect(throws: GatewayError.self) { try DeleteRequest.parse(Data("<Other/>".utf8)) }
+}
+
+@Test func completeRequestXML() throws {
+    let xml = #"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"abc"</ETag></Part><Part><ETag>"def"</ETag><PartNumber> 2 </PartNumber></Part></CompleteMultipartUpload>"#
+    let request = try CompleteRequest.parse(Data(xml.utf8))
+    #expect(request.parts.map(\.number) == [1, 2])
+    #expect(request.parts.map(\.etag) == [#""abc""#, #""def""#])
+    #expect(throws: GatewayError.self) { try CompleteRequest.parse(Data("<CompleteMultipartUpload/>".utf8)) }
+    #expect(throws: GatewayError.self) {
+        try CompleteRequest.parse(Data("<CompleteMultipartUpload><Part><PartNumber>x</PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>".utf8))
+    }
+}
+
+@Test func xmlEscaping() {
+    var xml = XMLWriter()
+    xml.start("Error", namespace: "urn:x")
+    xml.element("Key", "a<b>&\"c'\u{1}")
+    xml.end()
+    #expect(xml.text.hasSuffix(#"<Error xmlns="urn:x"><Key>a&lt;b&gt;&amp;&quot;c&apos;&#xFFFD;</Key></Error>"#))
+}
+
+@Test func listingEncodingEscapesEverythingButUnreservedAndSlash() {
+    #expect(Gateway.urlEncodeForListing("a b+c/d%e~f") == "a%20b%2Bc/d%25e~f")
+}
