@@ -242,7 +242,8 @@ extension LocalObjectStore {
     }
 
     public func completeMultipartUpload(
-        bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions = .none
+        bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions = .none,
+        minimumPartSize: Int64? = nil
     ) async throws -> ObjectInfo {
         guard !parts.isEmpty else { throw StoreError.invalidArgument("You must specify at least one part") }
         for part in parts { try Self.validatePartNumber(part.partNumber) }
@@ -260,7 +261,7 @@ extension LocalObjectStore {
             }
             chosen.append(row)
         }
-        for row in chosen.dropLast() where row.info.size < configuration.minimumPartSize {
+        for row in chosen.dropLast() where row.info.size < minimumPartSize ?? configuration.minimumPartSize {
             throw StoreError.entityTooSmall(partNumber: row.info.partNumber)
         }
 

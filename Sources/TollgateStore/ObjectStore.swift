@@ -56,8 +56,11 @@ public protocol ObjectStore: Sendable {
     func listParts(bucket: String, key: String, uploadID: String, partNumberMarker: Int, maxParts: Int) async throws -> ListPartsResult
     func listMultipartUploads(bucket: String, query: ListUploadsQuery) async throws -> ListUploadsResult
     func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws
+    /// `minimumPartSize` overrides the store's minimum for every part but the last (OSS allows
+    /// 100 KiB parts where S3 requires 5 MiB).
     func completeMultipartUpload(
-        bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions
+        bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions,
+        minimumPartSize: Int64?
     ) async throws -> ObjectInfo
 }
 

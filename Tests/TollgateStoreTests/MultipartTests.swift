@@ -78,6 +78,25 @@ import TollgateCrypto
         #expect(box.objectFiles.count == 1)
     }
 
+    @Test func minimumPartSizeCanBeLoweredPerCompletion() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("mpu")
+        let upload = try await store.createMultipartUpload(bucket: "mpu", key: "k", metadata: ObjectMetadata())
+        let p1 = Self.bytes(100 * 1024, seed: 4)
+        let p2 = Self.bytes(10, seed: 5)
+        let i1 = try await store.uploadPart(bucket: "mpu", key: "k", uploadID: upload.uploadID, partNumber: 1, body: Chunks(p1), options: WriteOptions())
+        let i2 = try await store.uploadPart(bucket: "mpu", key: "k", uploadID: upload.uploadID, partNumber: 2, body: Chunks(p2), options: WriteOptions())
+        let parts = [CompletedPart(partNumber: 1, etag: i1.etag), CompletedPart(partNumber: 2, etag: i2.etag)]
+        let tooSmall = await storeError {
+            _ = try await store.completeMultipartUpload(bucket: "mpu", key: "k", uploadID: upload.uploadID, parts: parts, preconditions: .none, minimumPartSize: 100 * 1024 + 1)
+        }
+        #expect(tooSmall == .entityTooSmall(partNumber: 1))
+        let info = try await store.completeMultipartUpload(bucket: "mpu", key: "k", uploadID: upload.uploadID, parts: parts, preconditions: .none, minimumPartSize: 100 * 1024)
+        #expect(info.size == Int64(p1.count + p2.count))
+        #expect(info.etag == (try Self.multipartETag([p1, p2])))
+    }
+
     @Test func completeErrors() async throws {
         let box = try Sandbox()
         let store = try box.open()

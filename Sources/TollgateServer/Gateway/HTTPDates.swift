@@ -5,13 +5,11 @@ enum HTTPDates {
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
-    private static func parts(_ date: Date) -> (tm, Int) {
-        let seconds = date.timeIntervalSince1970
-        var time = time_t(seconds.rounded(.down))
+    private static func parts(_ date: Date) -> tm {
+        var time = time_t(date.timeIntervalSince1970.rounded(.down))
         var parts = tm()
         gmtime_r(&time, &parts)
-        let millis = Int(((seconds - seconds.rounded(.down)) * 1000).rounded(.down))
-        return (parts, millis)
+        return parts
     }
 
     private static func pad(_ n: Int32, _ width: Int = 2) -> String {
@@ -21,16 +19,16 @@ enum HTTPDates {
 
     /// `Sun, 06 Nov 1994 08:49:37 GMT`
     static func rfc1123(_ date: Date) -> String {
-        let (t, _) = parts(date)
+        let t = parts(date)
         return "\(days[Int(t.tm_wday)]), \(pad(t.tm_mday)) \(months[Int(t.tm_mon)]) \(t.tm_year + 1900) "
             + "\(pad(t.tm_hour)):\(pad(t.tm_min)):\(pad(t.tm_sec)) GMT"
     }
 
-    /// `2009-10-12T17:50:30.000Z`
+    /// `2009-10-12T17:50:30.000Z`: whole seconds, as both services write it and as oss2's
+    /// parser insists (it accepts only `.000Z`); the same second as `Last-Modified`.
     static func iso8601(_ date: Date) -> String {
-        let (t, millis) = parts(date)
-        return "\(t.tm_year + 1900)-\(pad(t.tm_mon + 1))-\(pad(t.tm_mday))T\(pad(t.tm_hour)):\(pad(t.tm_min)):\(pad(t.tm_sec))"
-            + ".\(pad(Int32(millis), 3))Z"
+        let t = parts(date)
+        return "\(t.tm_year + 1900)-\(pad(t.tm_mon + 1))-\(pad(t.tm_mday))T\(pad(t.tm_hour)):\(pad(t.tm_min)):\(pad(t.tm_sec)).000Z"
     }
 
     /// Parses an RFC 1123 date (`Sun, 06 Nov 1994 08:49:37 GMT`) or ISO 8601; nil otherwise.

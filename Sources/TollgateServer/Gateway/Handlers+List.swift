@@ -18,7 +18,7 @@ extension Gateway {
         let listQuery = version == 1
             ? ListQuery(prefix: prefix, delimiter: delimiter, startAfter: query["marker"].flatMap { $0.isEmpty ? nil : $0 }, maxKeys: min(maxKeys, 1000))
             : ListQuery(prefix: prefix, delimiter: delimiter, startAfter: query["start-after"].flatMap { $0.isEmpty ? nil : $0 },
-                        continuationToken: query["continuation-token"], maxKeys: min(maxKeys, 1000))
+                        continuationToken: query["continuation-token"].flatMap { $0.isEmpty ? nil : $0 }, maxKeys: min(maxKeys, 1000))
         let result = try await store.listObjects(bucket: bucket, query: listQuery)
         func encoded(_ value: String) -> String { encodeURL ? Self.urlEncodeForListing(value) : value }
 
@@ -30,7 +30,7 @@ extension Gateway {
             if result.isTruncated, let next = result.nextMarker { xml.element("NextMarker", encoded(next)) }
         } else {
             if let startAfter = query["start-after"] { xml.element("StartAfter", encoded(startAfter)) }
-            if let token = query["continuation-token"] { xml.element("ContinuationToken", token) }
+            if let token = query["continuation-token"], !token.isEmpty { xml.element("ContinuationToken", token) }
             if result.isTruncated, let next = result.nextContinuationToken { xml.element("NextContinuationToken", next) }
             xml.element("KeyCount", String(result.keyCount))
         }

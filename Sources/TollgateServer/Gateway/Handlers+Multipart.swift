@@ -4,6 +4,9 @@ import Hummingbird
 import TollgateStore
 
 extension Gateway {
+    /// OSS accepts parts down to 100 KiB; S3's 5 MiB minimum is the store's default.
+    static let ossMinimumPartSize: Int64 = 100 * 1024
+
     func createMultipartUpload(_ call: Call, bucket: String, key: String) async throws -> Response {
         let upload = try await store.createMultipartUpload(bucket: bucket, key: key, metadata: requestMetadata(call))
         var xml = document(call, root: "InitiateMultipartUploadResult")
@@ -54,7 +57,8 @@ extension Gateway {
         let info = try await store.completeMultipartUpload(
             bucket: bucket, key: key, uploadID: uploadID,
             parts: request.parts.map { CompletedPart(partNumber: $0.number, etag: $0.etag) },
-            preconditions: writePreconditions(call)
+            preconditions: writePreconditions(call),
+            minimumPartSize: call.dialect == .oss ? Self.ossMinimumPartSize : nil
         )
         call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
         var xml = document(call, root: "CompleteMultipartUploadResult")
@@ -82,7 +86,8 @@ extension Gateway {
         owner(&xml)
         xml.element("StorageClass", "STANDARD")
         xml.element("PartNumberMarker", String(marker))
-        if let next = result.nextPartNumberMarker { xml.element("NextPartNumberMarker", String(next)) }
+        // Always present (oss2 requires it): the last part listed when there is no next page.
+        xml.element("NextPartNumberMarker", String(result.nextPartNumberMarker ?? result.parts.last?.partNumber ?? marker))
         xml.element("MaxParts", String(maxParts))
         xml.element("IsTruncated", result.isTruncated ? "true" : "false")
         for part in result.parts {
@@ -111,8 +116,9 @@ extension Gateway {
         xml.element("Bucket", bucket)
         xml.element("KeyMarker", encoded(query.keyMarker ?? ""))
         xml.element("UploadIdMarker", query.uploadIDMarker ?? "")
-        if let next = result.nextKeyMarker { xml.element("NextKeyMarker", encoded(next)) }
-        if let next = result.nextUploadIDMarker { xml.element("NextUploadIdMarker", next) }
+        // Always present, empty on the last page (oss2 requires them).
+        xml.element("NextKeyMarker", encoded(result.nextKeyMarker ?? ""))
+        xml.element("NextUploadIdMarker", result.nextUploadIDMarker ?? "")
         if let delimiter = query.delimiter { xml.element("Delimiter", encoded(delimiter)) }
         xml.element("Prefix", encoded(query.prefix))
         if encodeURL { xml.element("EncodingType", "url") }
