@@ -137,7 +137,7 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         return []
     }
 
-    /// The table above as Markdown (the source of `docs/actions.md`).
+    /// The table above as Markdown (README.md carries it; a test keeps the two equal).
     public static var markdownTable: String {
         var out = "| Operation | OSS action | S3 action | Resource |\n|---|---|---|---|\n"
         for op in allCases {

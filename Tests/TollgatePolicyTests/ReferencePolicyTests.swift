@@ -262,8 +262,8 @@ struct ActionTableTests {
         #expect(Set(actionRows.map(\.op)) == Set(GatewayOperation.allCases))
     }
 
-    @Test func docsActionsMarkdownMatchesTheCode() throws {
-        let doc = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/actions.md"), encoding: .utf8)
+    @Test func readmeActionTableMatchesTheCode() throws {
+        let doc = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
         #expect(doc.contains(GatewayOperation.markdownTable))
     }
 }
