@@ -206,15 +206,13 @@ struct Gateway: HTTPResponder, Sendable {
         case let error as GatewayError:
             return error
         case let error as S3AuthError:
-            var rendered = GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message,
-                                        details: error.details.map { ($0.name, $0.value) })
-            if case .requestTimeTooSkewed = error { rendered.headers[.date] = HTTPDates.rfc1123(Date()) }
-            return rendered
+            // Every response, this one included, carries the server's Date (Hummingbird sets it),
+            // which is what SDKs correct their clocks from after RequestTimeTooSkewed.
+            return GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message,
+                                details: error.details.map { ($0.name, $0.value) })
         case let error as OSSAuthError:
-            var rendered = GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message,
-                                        details: error.details.map { ($0.name, $0.value) })
-            if case .requestTimeTooSkewed = error { rendered.headers[.date] = HTTPDates.rfc1123(Date()) }
-            return rendered
+            return GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message,
+                                details: error.details.map { ($0.name, $0.value) })
         case let error as StoreError:
             return storeError(error, dialect: dialect)
         default:
