@@ -1,0 +1,629 @@
+"""The OSS dialect of the object gateway, end to end with Alibaba's own Python SDK (oss2).
+
+The reference mobile flow: credentials fetched from the token endpoint the way the Android
+SDK's auth-server provider fetches them, then oss2 signing with them (V1 `StsAuth` and V4
+`ProviderAuthV4`), against the real `tollgate serve` on loopback. oss2 talks path-style to an
+IP endpoint by itself (`oss2.api._determine_endpoint_type`: `utils.is_ip_or_localhost(netloc)`
+→ `_ENDPOINT_TYPE_IP` → `scheme://netloc/bucket/key`).
+"""
+import hashlib
+import os
+import time
+import xml.etree.ElementTree as ET
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+
+import oss2
+import pytest
+import requests
+
+from conftest import ROOT_SECRET, Server
+from oss_helpers import (MiB, OTHER_BUCKET, REGION, ROOT_ACCESS_KEY_ID, VERSIONS, android_fetch,
+                         assert_absent, boto3_client, captured_oss2_signing, http_date_of, iso_prefix,
+                         issue, parse_expiration, refused, root_bucket, run_skewed_client, sts_bucket,
+                         wait_for_gateway)
+
+
+# MARK: Fixtures
+
+@pytest.fixture(scope="module")
+def oss_server():
+    s = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET}).start()
+    try:
+        wait_for_gateway(s)
+        root_bucket(s, OTHER_BUCKET).create_bucket()
+        yield s
+    finally:
+        s.cleanup()
+
+
+@pytest.fixture(scope="module")
+def creds(oss_server):
+    """The default role's credentials (the reference all_policy), as the Android SDK gets them."""
+    return android_fetch(oss_server.url)
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def version(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def bucket(oss_server, creds, version):
+    return sts_bucket(oss_server, creds, version)
+
+
+@pytest.fixture(scope="module")
+def root(oss_server):
+    return root_bucket(oss_server)
+
+
+def md5_hex(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def md5_b64(data: bytes) -> str:
+    import base64
+    return base64.b64encode(hashlib.md5(data).digest()).decode()
+
+
+# MARK: Credentials
+
+def test_credentials_as_the_android_sdk_reads_them(oss_server):
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    creds = android_fetch(oss_server.url)
+    after = datetime.now(timezone.utc)
+    assert creds["AccessKeyId"].startswith("STS.")
+    assert creds["SecurityToken"].startswith("TG1.")
+    expiration = parse_expiration(creds["Expiration"])
+    # TokenExpireTime "900" in the fixture's config.
+    assert before + timedelta(seconds=899) <= expiration <= after + timedelta(seconds=901), creds["Expiration"]
+    # The aliases answer the same way.
+    for path in ("/sts/getkey", "/sts/getsts"):
+        parse_expiration(android_fetch(oss_server.url + path)["Expiration"])
+
+
+# MARK: Objects, V1 and V4
+
+def test_put_get_head_meta(oss_server, bucket, root, version):
+    key = f"{version}/photos/hello world ✓.jpg"
+    body = os.urandom(1000)
+    headers = {"Content-Type": "image/jpeg", "x-oss-meta-a": "alpha", "x-oss-meta-camera-model": "Pixel 8",
+               "Cache-Control": "max-age=60", "Content-Disposition": 'attachment; filename="x.jpg"',
+               "Content-MD5": md5_b64(body)}
+    put = bucket.put_object(key, body, headers=headers)
+    assert put.status == 200
+    assert put.etag.lower() == md5_hex(body)
+    assert put.request_id and put.request_id == put.headers["x-oss-request-id"]
+
+    got = bucket.get_object(key)
+    assert got.read() == body
+    assert got.status == 200
+    assert got.etag == put.etag
+    assert got.content_length == 1000
+    assert got.content_type == "image/jpeg"
+    assert got.headers["x-oss-meta-a"] == "alpha"
+    assert got.headers["x-oss-meta-camera-model"] == "Pixel 8"
+    assert got.headers["Cache-Control"] == "max-age=60"
+    assert got.headers["Content-Disposition"] == 'attachment; filename="x.jpg"'
+    assert got.headers["x-oss-object-type"] == "Normal"
+    assert got.headers["x-oss-request-id"]
+
+    head = bucket.head_object(key)
+    assert head.status == 200
+    assert head.content_length == 1000
+    assert head.etag == put.etag
+    assert head.content_type == "image/jpeg"
+    assert head.object_type == "Normal"
+    assert head.headers["x-oss-meta-a"] == "alpha"
+    assert head.last_modified == got.last_modified
+    assert abs(head.last_modified - time.time()) < 120
+
+    meta = bucket.get_object_meta(key)
+    assert meta.status == 200
+    assert meta.etag == put.etag
+    assert meta.content_length == 1000
+    assert meta.last_modified == head.last_modified
+
+    assert bucket.object_exists(key)
+    assert root.get_object(key).read() == body  # the same object for the root credentials
+
+    # A wrong Content-MD5 is refused and leaves nothing.
+    bad = f"{version}/photos/bad-md5"
+    refused(lambda: bucket.put_object(bad, b"abc", headers={"Content-MD5": md5_b64(b"abd")}), 400, "InvalidDigest")
+    assert_absent(oss_server, bad)
+
+    bucket.delete_object(key)
+    assert not bucket.object_exists(key)
+
+
+def test_not_found_errors(oss_server, bucket, version):
+    missing = refused(lambda: bucket.get_object(f"{version}/no/such/key"), 404, "NoSuchKey")
+    assert missing.details.get("Key") == f"{version}/no/such/key", missing.details  # as OSS (and S3) report it
+    # HEAD has no body: oss2 reads the code from `x-oss-err` when there is one, else leaves it empty.
+    refused(lambda: bucket.head_object(f"{version}/no/such/key"), 404, ("", "NoSuchKey"))
+    refused(lambda: bucket.get_object_meta(f"{version}/no/such/key"), 404, ("", "NoSuchKey"))
+    assert bucket.object_exists(f"{version}/no/such/key") is False
+    no_bucket = refused(lambda: root_bucket(oss_server, "no-such-bucket-oss").get_object("k"), 404, "NoSuchBucket")
+    assert no_bucket.details.get("BucketName") == "no-such-bucket-oss", no_bucket.details
+
+
+def test_ranged_get(bucket, version):
+    key = f"{version}/range/blob.bin"
+    body = bytes(range(256)) * 4  # 1024 bytes
+    bucket.put_object(key, body)
+
+    part = bucket.get_object(key, byte_range=(10, 19))
+    assert part.status == 206
+    assert part.read() == body[10:20]
+    assert part.headers["Content-Range"] == "bytes 10-19/1024"
+    assert part.content_length == 10
+
+    tail = bucket.get_object(key, headers={"Range": "bytes=1000-"})
+    assert tail.status == 206
+    assert tail.read() == body[1000:]
+    assert tail.headers["Content-Range"] == "bytes 1000-1023/1024"
+
+    suffix = bucket.get_object(key, byte_range=(None, 5))
+    assert suffix.status == 206
+    assert suffix.read() == body[-5:]
+
+    head = bucket.head_object(key, headers={"Range": "bytes=0-99"})
+    assert head.status == 206
+    assert head.content_length == 100
+
+    # oss2's resumable download: parallel ranged GETs pinned with If-Match on the ETag.
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        target = os.path.join(tmp, "blob.bin")
+        oss2.resumable_download(bucket, key, target, store=oss2.ResumableDownloadStore(root=tmp),
+                                multiget_threshold=100, part_size=300, num_threads=3)
+        with open(target, "rb") as f:
+            assert f.read() == body
+
+
+def test_conditional_get(bucket, version):
+    key = f"{version}/conditional/object.txt"
+    put = bucket.put_object(key, b"conditional body")
+    etag = '"' + put.etag + '"'
+    head = bucket.head_object(key)
+    last_modified = head.headers["Last-Modified"]
+    earlier = format_datetime(datetime.fromtimestamp(head.last_modified - 3600, timezone.utc), usegmt=True)
+    later = format_datetime(datetime.fromtimestamp(head.last_modified + 3600, timezone.utc), usegmt=True)
+
+    refused(lambda: bucket.get_object(key, headers={"If-None-Match": etag}), 304, "")
+    refused(lambda: bucket.head_object(key, headers={"If-None-Match": etag}), 304, "")
+    assert bucket.get_object(key, headers={"If-None-Match": '"0123456789abcdef0123456789abcdef"'}).read() == b"conditional body"
+
+    refused(lambda: bucket.get_object(key, headers={"If-Modified-Since": last_modified}), 304, "")
+    assert bucket.get_object(key, headers={"If-Modified-Since": earlier}).read() == b"conditional body"
+
+    assert bucket.get_object(key, headers={"If-Match": etag}).read() == b"conditional body"
+    refused(lambda: bucket.get_object(key, headers={"If-Match": '"0123456789abcdef0123456789abcdef"'}),
+            412, "PreconditionFailed")
+    refused(lambda: bucket.get_object(key, headers={"If-Unmodified-Since": earlier}), 412, "PreconditionFailed")
+    assert bucket.get_object(key, headers={"If-Unmodified-Since": later}).read() == b"conditional body"
+
+    # Conditions combine with Range.
+    part = bucket.get_object(key, byte_range=(0, 10), headers={"If-Match": etag})
+    assert part.status == 206 and part.read() == b"conditional"
+
+
+def test_list_v1_and_v2(bucket, version):
+    prefix = f"{version}/list/"
+    names = ["a.txt", "b/1.txt", "b/2.txt", "c/3.txt", "d.txt", "100% sure+.txt", "z ✓.txt"]
+    for name in names:
+        bucket.put_object(prefix + name, name.encode())
+    everything = sorted(prefix + name for name in names)  # byte order = code point order here
+
+    # v1, delimiter: objects at this level and the common prefixes below it.
+    listing = bucket.list_objects(prefix=prefix, delimiter="/")
+    assert [o.key for o in listing.object_list] == sorted(prefix + n for n in names if "/" not in n)
+    assert listing.prefix_list == [prefix + "b/", prefix + "c/"]
+    assert listing.is_truncated is False
+    info = {o.key: o for o in listing.object_list}[prefix + "a.txt"]
+    assert info.size == 5
+    assert info.etag.lower() == md5_hex(b"a.txt")
+    assert abs(info.last_modified - time.time()) < 120
+
+    # v1, paged with markers.
+    first = bucket.list_objects(prefix=prefix, max_keys=2)
+    assert [o.key for o in first.object_list] == everything[:2]
+    assert first.is_truncated is True
+    assert first.next_marker == everything[1]
+    second = bucket.list_objects(prefix=prefix, max_keys=2, marker=first.next_marker)
+    assert [o.key for o in second.object_list] == everything[2:4]
+    assert [o.key for o in oss2.ObjectIterator(bucket, prefix=prefix, max_keys=2)] == everything
+
+    # v2, delimiter.
+    listing2 = bucket.list_objects_v2(prefix=prefix, delimiter="/")
+    assert [o.key for o in listing2.object_list] == [o.key for o in listing.object_list]
+    assert listing2.prefix_list == [prefix + "b/", prefix + "c/"]
+    assert listing2.is_truncated is False
+
+    # v2, paged with continuation tokens, and start-after.
+    page = bucket.list_objects_v2(prefix=prefix, max_keys=3)
+    assert [o.key for o in page.object_list] == everything[:3]
+    assert page.is_truncated is True and page.next_continuation_token
+    rest = bucket.list_objects_v2(prefix=prefix, max_keys=100, continuation_token=page.next_continuation_token)
+    assert [o.key for o in rest.object_list] == everything[3:]
+    assert [o.key for o in oss2.ObjectIteratorV2(bucket, prefix=prefix, max_keys=2)] == everything
+    after = bucket.list_objects_v2(prefix=prefix, start_after=everything[4])
+    assert [o.key for o in after.object_list] == everything[5:]
+
+    # The prefix iterator under a common prefix.
+    assert [o.key for o in oss2.ObjectIterator(bucket, prefix=prefix + "b/")] == [prefix + "b/1.txt", prefix + "b/2.txt"]
+
+
+def test_copy_object(oss_server, bucket, version):
+    source = f"{version}/copy/source.txt"
+    body = b"copy me " * 100
+    put = bucket.put_object(source, body, headers={"Content-Type": "text/plain", "x-oss-meta-a": "alpha"})
+
+    target = f"{version}/copy/target ✓.txt"
+    copied = bucket.copy_object(oss_server.bucket, source, target)
+    assert copied.status == 200
+    assert copied.etag == put.etag
+    got = bucket.get_object(target)
+    assert got.read() == body
+    assert got.content_type == "text/plain"
+    assert got.headers["x-oss-meta-a"] == "alpha"
+    assert got.etag == put.etag
+
+    replaced = f"{version}/copy/replaced.txt"
+    bucket.copy_object(oss_server.bucket, source, replaced,
+                       headers={"x-oss-metadata-directive": "REPLACE", "x-oss-meta-b": "beta",
+                                "Content-Type": "application/json"})
+    head = bucket.head_object(replaced)
+    assert head.content_type == "application/json"
+    assert head.headers["x-oss-meta-b"] == "beta"
+    assert "x-oss-meta-a" not in head.headers
+    assert bucket.get_object(replaced).read() == body
+
+    refused(lambda: bucket.copy_object(oss_server.bucket, f"{version}/copy/missing", f"{version}/copy/never"),
+            404, "NoSuchKey")
+    assert_absent(oss_server, f"{version}/copy/never")
+
+
+def test_batch_delete(bucket, version):
+    keys = [f"{version}/batch/one", f"{version}/batch/two words ✓", f"{version}/batch/100%+"]
+    keep = f"{version}/batch/keep"
+    for key in keys + [keep]:
+        bucket.put_object(key, b"x")
+    missing = f"{version}/batch/never-existed"
+    result = bucket.batch_delete_objects(keys + [missing])
+    assert result.status == 200
+    assert sorted(result.deleted_keys) == sorted(keys + [missing])
+    for key in keys:
+        assert not bucket.object_exists(key)
+    assert bucket.object_exists(keep)
+
+
+def test_append_object(bucket, version):
+    key = f"{version}/logs/app.log"
+    first = bucket.append_object(key, 0, b"line one\n", headers={"Content-Type": "text/plain", "x-oss-meta-a": "log"})
+    assert first.status == 200
+    assert first.next_position == 9
+    second = bucket.append_object(key, first.next_position, b"line two\n")
+    assert second.next_position == 18
+
+    error = refused(lambda: bucket.append_object(key, 9, b"again\n"), 409, "PositionNotEqualToLength")
+    assert error.headers["x-oss-next-append-position"] == "18"
+    assert isinstance(error, oss2.exceptions.PositionNotEqualToLength)
+
+    got = bucket.get_object(key)
+    assert got.read() == b"line one\nline two\n"
+    assert got.content_type == "text/plain"
+    assert got.headers["x-oss-meta-a"] == "log"
+    head = bucket.head_object(key)
+    assert head.object_type == "Appendable"
+    assert head.headers["x-oss-next-append-position"] == "18"
+    assert head.content_length == 18
+
+    # A normal object cannot be appended to.
+    normal = f"{version}/logs/normal.log"
+    bucket.put_object(normal, b"normal")
+    refused(lambda: bucket.append_object(normal, 6, b"more"), 409, "ObjectNotAppendable")
+    assert bucket.get_object(normal).read() == b"normal"
+
+
+def test_multipart_operations(oss_server, bucket, version):
+    key = f"{version}/multipart/manual.bin"
+    part1, part2 = os.urandom(256 * 1024), os.urandom(1000)
+    init = bucket.init_multipart_upload(key, headers={"Content-Type": "video/mp4", "x-oss-meta-a": "mp"})
+    upload_id = init.upload_id
+    assert upload_id
+    r1 = bucket.upload_part(key, upload_id, 1, part1)
+    r2 = bucket.upload_part(key, upload_id, 2, part2)
+    assert r1.etag.lower() == md5_hex(part1)
+
+    parts = bucket.list_parts(key, upload_id)
+    assert [(p.part_number, p.size) for p in parts.parts] == [(1, len(part1)), (2, len(part2))]
+    assert [p.etag for p in parts.parts] == [r1.etag, r2.etag]
+    uploads = bucket.list_multipart_uploads(prefix=f"{version}/multipart/")
+    assert (key, upload_id) in [(u.key, u.upload_id) for u in uploads.upload_list]
+
+    done = bucket.complete_multipart_upload(key, upload_id, [oss2.models.PartInfo(1, r1.etag), oss2.models.PartInfo(2, r2.etag)])
+    assert done.status == 200
+    expected_etag = hashlib.md5(hashlib.md5(part1).digest() + hashlib.md5(part2).digest()).hexdigest() + "-2"
+    assert done.etag.lower() == expected_etag
+    got = bucket.get_object(key)
+    assert got.read() == part1 + part2
+    assert got.content_type == "video/mp4"
+    assert got.headers["x-oss-meta-a"] == "mp"
+    assert got.headers["x-oss-object-type"] == "Multipart"
+
+    # Abort: the upload and its parts are gone, nothing is stored.
+    aborted = f"{version}/multipart/aborted.bin"
+    upload = bucket.init_multipart_upload(aborted).upload_id
+    bucket.upload_part(aborted, upload, 1, b"part")
+    bucket.abort_multipart_upload(aborted, upload)
+    refused(lambda: bucket.list_parts(aborted, upload), 404, "NoSuchUpload")
+    assert_absent(oss_server, aborted)
+
+
+def test_resumable_upload_30_mib(oss_server, bucket, version, tmp_path):
+    key = f"{version}/big/resumable.bin"
+    data = os.urandom(30 * MiB)
+    source = tmp_path / "upload.bin"
+    source.write_bytes(data)
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    result = oss2.resumable_upload(bucket, key, str(source), store=oss2.ResumableStore(root=str(store_dir)),
+                                   multipart_threshold=1 * MiB, part_size=1 * MiB, num_threads=4,
+                                   headers={"x-oss-meta-a": "big", "Content-Type": "application/octet-stream"})
+    assert result.status == 200
+    head = bucket.head_object(key)
+    assert head.content_length == 30 * MiB
+    assert head.object_type == "Multipart"
+    assert head.etag.endswith("-30")
+    assert head.headers["x-oss-meta-a"] == "big"
+    digest = hashlib.md5()
+    stream = bucket.get_object(key)
+    for chunk in iter(lambda: stream.read(MiB), b""):
+        digest.update(chunk)
+    assert digest.hexdigest() == hashlib.md5(data).hexdigest()
+    # The upload finished, so oss2 dropped its checkpoint record.
+    assert not any(p.is_file() for p in store_dir.rglob("*"))
+    # No multipart upload is left open.
+    assert key not in [u.key for u in oss2.MultipartUploadIterator(bucket, prefix=key)]
+
+
+def test_presigned_urls_with_plain_http(oss_server, bucket, creds, version):
+    key = f"{version}/presigned/dir/file ✓.txt"
+    put_url = bucket.sign_url("PUT", key, 60)
+    if version == "v1":
+        assert "security-token=" in put_url and "OSSAccessKeyId=" in put_url and "Signature=" in put_url
+    else:
+        assert "x-oss-security-token=" in put_url and "x-oss-signature=" in put_url
+    response = requests.put(put_url, data=b"uploaded with a presigned url")
+    assert response.status_code == 200, response.text
+    assert response.headers.get("x-oss-request-id")
+    assert response.headers["ETag"].strip('"').lower() == md5_hex(b"uploaded with a presigned url")
+
+    get_url = bucket.sign_url("GET", key, 60)
+    response = requests.get(get_url)
+    assert response.status_code == 200, response.text
+    assert response.content == b"uploaded with a presigned url"
+
+    # Signed headers: Content-Type and user metadata, sent as signed.
+    typed = f"{version}/presigned/typed.json"
+    signed_headers = {"Content-Type": "application/json", "x-oss-meta-a": "presigned"}
+    response = requests.put(bucket.sign_url("PUT", typed, 60, headers=signed_headers), data=b"{}", headers=signed_headers)
+    assert response.status_code == 200, response.text
+    head = bucket.head_object(typed)
+    assert head.content_type == "application/json"
+    assert head.headers["x-oss-meta-a"] == "presigned"
+    # The same URL with a different Content-Type does not match the signature.
+    response = requests.put(bucket.sign_url("PUT", typed, 60, headers=signed_headers), data=b"[]",
+                            headers={**signed_headers, "Content-Type": "text/plain"})
+    assert response.status_code == 403
+    assert ET.fromstring(response.content).findtext("Code") == "SignatureDoesNotMatch"
+    assert bucket.get_object(typed).read() == b"{}"
+
+    # A presigned GET with response-* overrides.
+    url = bucket.sign_url("GET", typed, 60, params={"response-content-type": "text/csv"})
+    response = requests.get(url)
+    assert response.status_code == 200 and response.headers["Content-Type"] == "text/csv"
+
+    # A tampered signature is refused, as OSS XML.
+    tampered = get_url[:-1] + ("0" if get_url[-1] != "0" else "1")
+    response = requests.get(tampered)
+    assert response.status_code == 403
+    error = ET.fromstring(response.content)
+    assert error.findtext("Code") == "SignatureDoesNotMatch"
+    assert error.findtext("RequestId") == response.headers["x-oss-request-id"]
+
+    # The security token twice (header and query) is an InvalidArgument.
+    response = requests.get(get_url, headers={"x-oss-security-token": creds["SecurityToken"]})
+    assert response.status_code == 400, response.text
+    assert ET.fromstring(response.content).findtext("Code") == "InvalidArgument"
+
+    # An expired URL: AccessDenied, "Request has expired."
+    short = bucket.sign_url("GET", key, 1)
+    time.sleep(2.2)
+    response = requests.get(short)
+    assert response.status_code == 403, response.text
+    error = ET.fromstring(response.content)
+    assert error.findtext("Code") == "AccessDenied"
+    assert "expired" in error.findtext("Message").lower()
+
+    # A presigned PUT refused for a read-only token stores nothing.
+    read = sts_bucket(oss_server, issue(oss_server, "--role", "read"), version)
+    denied = f"{version}/presigned/denied.txt"
+    response = requests.put(read.sign_url("PUT", denied, 60), data=b"no")
+    assert response.status_code == 403
+    assert ET.fromstring(response.content).findtext("Code") == "AccessDenied"
+    assert_absent(oss_server, denied)
+
+
+# MARK: Refusals
+
+def test_read_role_cannot_write(oss_server, bucket, version):
+    read_creds = issue(oss_server, "--role", "read")
+    read = sts_bucket(oss_server, read_creds, version)
+    existing = f"{version}/refusals/readable.txt"
+    bucket.put_object(existing, b"readable")
+    assert read.get_object(existing).read() == b"readable"  # the token itself works
+    assert [o.key for o in read.list_objects(prefix=f"{version}/refusals/").object_list] == [existing]
+
+    key = f"{version}/refusals/read-put.txt"
+    refused(lambda: read.put_object(key, b"denied"), 403, "AccessDenied")
+    refused(lambda: read.put_object(key, os.urandom(2 * MiB)), 403, "AccessDenied")
+    refused(lambda: read.append_object(key, 0, b"denied"), 403, "AccessDenied")
+    refused(lambda: read.copy_object(oss_server.bucket, existing, key), 403, "AccessDenied")
+    refused(lambda: read.init_multipart_upload(key), 403, "AccessDenied")
+    refused(lambda: read.delete_object(existing), 403, "AccessDenied")
+    assert_absent(oss_server, key)
+    assert root_bucket(oss_server).get_object(existing).read() == b"readable"
+
+
+def test_bucket_outside_the_policy(oss_server, version):
+    rw = sts_bucket(oss_server, issue(oss_server, "--role", "readwrite"), version)
+    rw.put_object(f"{version}/refusals/rw-own.txt", b"mine")  # the token works on its own bucket
+
+    root_other = root_bucket(oss_server, OTHER_BUCKET)
+    secret_key = f"{version}/secret.txt"
+    root_other.put_object(secret_key, b"root only")
+    other = sts_bucket(oss_server, issue(oss_server, "--role", "readwrite"), version, OTHER_BUCKET)
+    key = f"{version}/intruder.txt"
+    refused(lambda: other.put_object(key, b"denied"), 403, "AccessDenied")
+    refused(lambda: other.get_object(secret_key), 403, "AccessDenied")
+    refused(lambda: other.list_objects(), 403, "AccessDenied")
+    refused(lambda: other.delete_object(secret_key), 403, "AccessDenied")
+    # Copy out of the foreign bucket into the allowed one is refused too.
+    refused(lambda: rw.copy_object(OTHER_BUCKET, secret_key, f"{version}/refusals/exfiltrated.txt"), 403, "AccessDenied")
+    assert_absent(oss_server, key, OTHER_BUCKET)
+    assert_absent(oss_server, f"{version}/refusals/exfiltrated.txt")
+    assert root_other.get_object(secret_key).read() == b"root only"
+
+
+def test_expired_token(oss_server, version):
+    expired = issue(oss_server, faketime="-1h")
+    assert parse_expiration(expired["Expiration"]) < datetime.now(timezone.utc), \
+        f"faketime did not move the clock of `tollgate token issue`: {expired['Expiration']}"
+    key = f"{version}/refusals/expired.txt"
+    refused(lambda: sts_bucket(oss_server, expired, version).put_object(key, b"late"), 403, "SecurityTokenExpired")
+    assert_absent(oss_server, key)
+
+
+@pytest.mark.parametrize("segment", [1, 2, 3], ids=["key-id", "claims", "mac"])
+def test_tampered_token(oss_server, creds, version, segment):
+    parts = creds["SecurityToken"].split(".")
+    assert len(parts) == 4 and parts[0] == "TG1"
+    middle = len(parts[segment]) // 2
+    char = parts[segment][middle]
+    parts[segment] = parts[segment][:middle] + ("B" if char != "B" else "C") + parts[segment][middle + 1:]
+    tampered = ".".join(parts)
+    assert len(tampered) == len(creds["SecurityToken"]) and tampered != creds["SecurityToken"]
+    key = f"{version}/refusals/tampered-{segment}.txt"
+    refused(lambda: sts_bucket(oss_server, creds, version, token=tampered).put_object(key, b"forged"),
+            403, "InvalidSecurityToken")
+    assert_absent(oss_server, key)
+
+
+def test_wrong_secret(oss_server, creds, version):
+    wrong = creds["AccessKeySecret"][:-1] + ("x" if creds["AccessKeySecret"][-1] != "x" else "y")
+    key = f"{version}/refusals/wrong-secret.txt"
+    with captured_oss2_signing() as signing:
+        error = refused(lambda: sts_bucket(oss_server, creds, version, secret=wrong).put_object(
+            key, b"forged", headers={"Content-Type": "text/plain", "x-oss-meta-a": "b"}), 403, "SignatureDoesNotMatch")
+    # The server's StringToSign is exactly what oss2 signed.
+    assert signing["strings"], "oss2 logged no string to sign"
+    assert error.details.get("StringToSign") == signing["strings"][-1], \
+        (error.details.get("StringToSign"), signing["strings"][-1])
+    authorization = signing["requests"][-1]["authorization"]
+    if version == "v1":
+        provided = authorization.split(":", 1)[1]
+        assert error.details["StringToSign"].startswith("PUT\n")
+        assert error.details["StringToSign"].endswith(f"/{oss_server.bucket}/{key}")
+    else:
+        provided = authorization.split("Signature=", 1)[1].split(",")[0].strip()
+        assert error.details["StringToSign"].startswith("OSS4-HMAC-SHA256\n")
+    assert error.details.get("SignatureProvided") == provided
+    assert error.details.get("OSSAccessKeyId") == creds["AccessKeyId"]
+    assert wrong not in error.body.decode() and creds["AccessKeySecret"] not in error.body.decode()
+    assert_absent(oss_server, key)
+
+
+def test_unknown_access_key(oss_server, version):
+    fake = {"AccessKeyId": "NOSUCHKEYOSS", "AccessKeySecret": "x" * 32, "SecurityToken": ""}
+    key = f"{version}/refusals/unknown-key.txt"
+    if version == "v1":
+        b = oss2.Bucket(oss2.Auth(fake["AccessKeyId"], fake["AccessKeySecret"]), oss_server.gateway_url, oss_server.bucket)
+    else:
+        b = oss2.Bucket(oss2.AuthV4(fake["AccessKeyId"], fake["AccessKeySecret"]), oss_server.gateway_url,
+                        oss_server.bucket, region=REGION)
+    error = refused(lambda: b.put_object(key, b"who"), 403, "InvalidAccessKeyId")
+    assert error.details.get("OSSAccessKeyId") == "NOSUCHKEYOSS"
+    assert_absent(oss_server, key)
+
+
+def test_skewed_clock(oss_server, creds, version):
+    key = f"{version}/refusals/skewed.txt"
+    before = datetime.now(timezone.utc)
+    out = run_skewed_client(oss_server, creds, version, key, "+1h")
+    after = datetime.now(timezone.utc)
+    assert out["client_time"] - time.time() > 3000, "faketime did not move the client's clock"
+    assert out["ok"] is False, out
+    assert (out["status"], out["code"]) == (403, "RequestTimeTooSkewed"), out
+    details = out["details"]
+    assert details["MaxAllowedSkewMilliseconds"] == "900000"
+    request_time, server_time = iso_prefix(details["RequestTime"]), iso_prefix(details["ServerTime"])
+    slack = timedelta(seconds=5)
+    assert before - slack <= server_time <= after + slack, details
+    assert before + timedelta(hours=1) - slack <= request_time <= after + timedelta(hours=1) + slack, details
+    # The Date header is the server's correct time, so the SDKs can correct their clocks.
+    server_date = http_date_of(out["headers"])
+    assert before - slack <= server_date <= after + slack, out["headers"]["date"]
+    assert details["RequestId"] == out["headers"]["x-oss-request-id"]
+    assert_absent(oss_server, key)
+
+
+# MARK: Cross-dialect
+
+def test_oss2_writes_boto3_reads(oss_server, bucket, creds, version):
+    s3 = boto3_client(oss_server, creds)
+    key = f"{version}/cross/from-oss ✓.bin"
+    body = os.urandom(4096)
+    put = bucket.put_object(key, body, headers={"x-oss-meta-a": "from oss", "Content-Type": "application/pdf"})
+    got = s3.get_object(Bucket=oss_server.bucket, Key=key)
+    assert got["Body"].read() == body
+    assert got["Metadata"] == {"a": "from oss"}
+    assert got["ContentType"] == "application/pdf"
+    assert got["ETag"].strip('"') == put.etag
+    assert got["ResponseMetadata"]["HTTPHeaders"].get("x-amz-request-id")
+    assert "x-oss-meta-a" not in got["ResponseMetadata"]["HTTPHeaders"]
+    # A ranged read through S3 of an oss2 append object.
+    appended = f"{version}/cross/appended.log"
+    bucket.append_object(appended, 0, b"0123456789")
+    assert s3.get_object(Bucket=oss_server.bucket, Key=appended, Range="bytes=2-4")["Body"].read() == b"234"
+
+
+def test_boto3_writes_oss2_reads(oss_server, bucket, creds, version):
+    s3 = boto3_client(oss_server, creds)
+    key = f"{version}/cross/from-s3 ✓.bin"
+    body = os.urandom(4096)
+    put = s3.put_object(Bucket=oss_server.bucket, Key=key, Body=body, Metadata={"a": "from s3"},
+                        ContentType="image/png")
+    got = bucket.get_object(key)
+    assert got.read() == body
+    assert got.headers["x-oss-meta-a"] == "from s3"
+    assert got.content_type == "image/png"
+    assert got.etag == put["ETag"].strip('"')
+    assert "x-amz-meta-a" not in got.headers
+    assert [o.key for o in bucket.list_objects(prefix=key).object_list] == [key]
+
+    # A multipart object written by boto3 keeps its ETag through oss2.
+    from boto3.s3.transfer import TransferConfig
+    big = f"{version}/cross/multipart-from-s3.bin"
+    data = os.urandom(12 * MiB)
+    import io
+    s3.upload_fileobj(io.BytesIO(data), oss_server.bucket, big,
+                      Config=TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB))
+    s3_head = s3.head_object(Bucket=oss_server.bucket, Key=big)
+    oss_head = bucket.head_object(big)
+    assert oss_head.etag == s3_head["ETag"].strip('"')
+    assert oss_head.object_type == "Multipart"
+    assert oss_head.content_length == len(data)
+    assert hashlib.md5(bucket.get_object(big).read()).digest() == hashlib.md5(data).digest()
