@@ -6,6 +6,9 @@ import stat
 import time
 from datetime import datetime, timezone
 
+import boto3
+import botocore.config
+import botocore.exceptions
 import pytest
 
 from conftest import ROOT, Server, get_json
@@ -148,5 +151,43 @@ def test_reference_config_unmodified_generates_secret_once():
         s.stop()
         assert "AccessKeySecret:" not in s.output(), "printed only at first start"
         assert stored["AccessKeySecret"] not in s.output()
+    finally:
+        s.cleanup()
+
+
+def s3_client(s):
+    credentials = json.loads(get_json(s.url + "/")[2])
+    return boto3.client(
+        "s3", endpoint_url=s.gateway_url, region_name="us-east-1",
+        aws_access_key_id=credentials["AccessKeyId"], aws_secret_access_key=credentials["AccessKeySecret"],
+        aws_session_token=credentials["SecurityToken"],
+        config=botocore.config.Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+
+
+def test_policy_edits_apply_and_broken_edits_keep_the_last_good_policy():
+    s = Server({"AccessKeySecret": "x" * 40, "PolicyFile": "policy/live.txt"})
+    live = s.dir / "policy" / "live.txt"
+    live.write_text((ROOT / "policy" / "all_policy.txt").read_text())
+    s.start()
+    try:
+        live.write_text('{"Version": "1", "Statement": [ {"Effect": "Perhaps"} ]}')
+        deadline = time.time() + 15
+        while "policy reload refused" not in s.output() and time.time() < deadline:
+            time.sleep(0.2)
+        assert "policy reload refused" in s.output()
+        assert "live.txt:1:" in s.output()
+        client = s3_client(s)
+        client.put_object(Bucket="tollgate", Key="still-allowed", Body=b"x")  # the last good policy stays in force
+
+        live.write_text((ROOT / "policy" / "bucket_read_policy.txt").read_text() + "\n")
+        deadline = time.time() + 15
+        while "policies reloaded" not in s.output() and time.time() < deadline:
+            time.sleep(0.2)
+        assert "policies reloaded" in s.output()
+        # Tokens already issued follow the edited policy: the role's policy is read at request time.
+        with pytest.raises(botocore.exceptions.ClientError) as refused:
+            client.put_object(Bucket="tollgate", Key="now-refused", Body=b"x")
+        assert refused.value.response["Error"]["Code"] == "AccessDenied"
+        assert client.get_object(Bucket="tollgate", Key="still-allowed")["Body"].read() == b"x"
     finally:
         s.cleanup()

@@ -68,6 +68,7 @@ public func buildGatewayResponder(state: TollgateState, store: any ObjectStore) 
 public func buildGatewayApplication(state: TollgateState, store: any ObjectStore, logger: Logger) -> some ApplicationProtocol {
     Application(
         responder: buildGatewayResponder(state: state, store: store),
+        server: .http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()])),
         configuration: .init(address: .hostname(state.config.gatewayAddress, port: state.config.gatewayPort), serverName: "tollgate"),
         logger: logger
     )

@@ -23,6 +23,17 @@ public final class PolicyStore: Sendable {
 
     public var roleNames: [String] { roles.keys.sorted() }
 
+    /// Modification time and size of every policy file, to notice edits.
+    public func fileStamps() -> [String: String] {
+        var stamps: [String: String] = [:]
+        for file in Set(roles.values) {
+            let attributes = try? FileManager.default.attributesOfItem(atPath: file)
+            let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+            stamps[file] = "\(modified)/\(attributes?[.size] as? Int ?? -1)"
+        }
+        return stamps
+    }
+
     public func policy(forRole role: String) -> Policy? {
         policies.withLock { $0[role] }
     }
