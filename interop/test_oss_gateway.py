@@ -139,13 +139,14 @@ def test_put_get_head_meta(oss_server, bucket, root, version):
 
 def test_not_found_errors(oss_server, bucket, version):
     missing = refused(lambda: bucket.get_object(f"{version}/no/such/key"), 404, "NoSuchKey")
-    assert missing.details.get("Key") == f"{version}/no/such/key", missing.details  # as OSS (and S3) report it
     # HEAD has no body: oss2 reads the code from `x-oss-err` when there is one, else leaves it empty.
     refused(lambda: bucket.head_object(f"{version}/no/such/key"), 404, ("", "NoSuchKey"))
     refused(lambda: bucket.get_object_meta(f"{version}/no/such/key"), 404, ("", "NoSuchKey"))
     assert bucket.object_exists(f"{version}/no/such/key") is False
     no_bucket = refused(lambda: root_bucket(oss_server, "no-such-bucket-oss").get_object("k"), 404, "NoSuchBucket")
     assert no_bucket.details.get("BucketName") == "no-such-bucket-oss", no_bucket.details
+    # OSS (like S3) names the missing key in the error body.
+    assert missing.details.get("Key") == f"{version}/no/such/key", missing.details
 
 
 def test_ranged_get(bucket, version):
@@ -256,14 +257,13 @@ def test_list_v1_and_v2(bucket, version):
 
 
 def test_copy_object(oss_server, bucket, version):
-    source = f"{version}/copy/source.txt"
+    source = f"{version}/copy/source ✓ 1+1.txt"
     body = b"copy me " * 100
     put = bucket.put_object(source, body, headers={"Content-Type": "text/plain", "x-oss-meta-a": "alpha"})
 
     target = f"{version}/copy/target ✓.txt"
     copied = bucket.copy_object(oss_server.bucket, source, target)
     assert copied.status == 200
-    assert copied.etag == put.etag
     got = bucket.get_object(target)
     assert got.read() == body
     assert got.content_type == "text/plain"
@@ -283,6 +283,10 @@ def test_copy_object(oss_server, bucket, version):
     refused(lambda: bucket.copy_object(oss_server.bucket, f"{version}/copy/missing", f"{version}/copy/never"),
             404, "NoSuchKey")
     assert_absent(oss_server, f"{version}/copy/never")
+
+    # oss2 reads CopyObject's result ETag from the response's ETag header (OSS sends it there as
+    # well as in the CopyObjectResult body).
+    assert copied.etag == put.etag, dict(copied.headers)
 
 
 def test_batch_delete(bucket, version):
@@ -337,7 +341,7 @@ def test_multipart_operations(oss_server, bucket, version):
     r2 = bucket.upload_part(key, upload_id, 2, part2)
     assert r1.etag.lower() == md5_hex(part1)
 
-    parts = bucket.list_parts(key, upload_id)
+    parts = bucket.list_parts(key, upload_id, marker="0")
     assert [(p.part_number, p.size) for p in parts.parts] == [(1, len(part1)), (2, len(part2))]
     assert [p.etag for p in parts.parts] == [r1.etag, r2.etag]
     uploads = bucket.list_multipart_uploads(prefix=f"{version}/multipart/")
@@ -358,8 +362,21 @@ def test_multipart_operations(oss_server, bucket, version):
     upload = bucket.init_multipart_upload(aborted).upload_id
     bucket.upload_part(aborted, upload, 1, b"part")
     bucket.abort_multipart_upload(aborted, upload)
-    refused(lambda: bucket.list_parts(aborted, upload), 404, "NoSuchUpload")
+    refused(lambda: bucket.list_parts(aborted, upload, marker="0"), 404, "NoSuchUpload")
     assert_absent(oss_server, aborted)
+
+
+def test_list_parts_as_oss2_sends_it(bucket, version):
+    """oss2's `list_parts` and `PartIterator` start with `part-number-marker` present and empty
+    (the query `?uploadId=…&part-number-marker&max-parts=1000`): that means "from the start"."""
+    key = f"{version}/multipart/listed.bin"
+    upload_id = bucket.init_multipart_upload(key).upload_id
+    try:
+        etags = [bucket.upload_part(key, upload_id, n, os.urandom(100 * 1024)).etag for n in (1, 2, 3)]
+        assert [p.etag for p in bucket.list_parts(key, upload_id).parts] == etags
+        assert [p.part_number for p in oss2.PartIterator(bucket, key, upload_id, max_parts=2)] == [1, 2, 3]
+    finally:
+        bucket.abort_multipart_upload(key, upload_id)
 
 
 def test_resumable_upload_30_mib(oss_server, bucket, version, tmp_path):
@@ -383,6 +400,10 @@ def test_resumable_upload_30_mib(oss_server, bucket, version, tmp_path):
     for chunk in iter(lambda: stream.read(MiB), b""):
         digest.update(chunk)
     assert digest.hexdigest() == hashlib.md5(data).hexdigest()
+    # The same object through S3: same size and ETag.
+    s3_head = boto3_client(oss_server).head_object(Bucket=oss_server.bucket, Key=key)
+    assert s3_head["ETag"].strip('"') == head.etag and s3_head["ContentLength"] == 30 * MiB
+    assert s3_head["Metadata"] == {"a": "big"}
     # The upload finished, so oss2 dropped its checkpoint record.
     assert not any(p.is_file() for p in store_dir.rglob("*"))
     # No multipart upload is left open.
@@ -474,8 +495,29 @@ def test_read_role_cannot_write(oss_server, bucket, version):
     refused(lambda: read.copy_object(oss_server.bucket, existing, key), 403, "AccessDenied")
     refused(lambda: read.init_multipart_upload(key), 403, "AccessDenied")
     refused(lambda: read.delete_object(existing), 403, "AccessDenied")
+    upload_id = root_bucket(oss_server).init_multipart_upload(key).upload_id
+    refused(lambda: read.upload_part(key, upload_id, 1, os.urandom(256 * 1024)), 403, "AccessDenied")
+    # (marker "0": the empty marker oss2 sends by default is covered by test_list_parts_as_oss2_sends_it)
+    assert root_bucket(oss_server).list_parts(key, upload_id, marker="0").parts == []
+    root_bucket(oss_server).abort_multipart_upload(key, upload_id)
     assert_absent(oss_server, key)
     assert root_bucket(oss_server).get_object(existing).read() == b"readable"
+
+
+def test_readwrite_role_uploads(oss_server, version, tmp_path):
+    """The reference read-write policy (PutObject, ListParts, AbortMultipartUpload, …) covers
+    what a mobile app's resumable upload sends: every multipart step is oss:PutObject."""
+    rw = sts_bucket(oss_server, issue(oss_server, "--role", "readwrite"), version)
+    key = f"{version}/rw/resumable.bin"
+    data = os.urandom(3 * MiB + 17)
+    source = tmp_path / "rw.bin"
+    source.write_bytes(data)
+    oss2.resumable_upload(rw, key, str(source), store=oss2.ResumableStore(root=str(tmp_path)),
+                          multipart_threshold=MiB, part_size=MiB, num_threads=2)
+    assert rw.get_object(key).read() == data
+    assert rw.head_object(key).etag.endswith("-4")
+    rw.delete_object(key)
+    assert_absent(oss_server, key)
 
 
 def test_bucket_outside_the_policy(oss_server, version):
@@ -559,12 +601,13 @@ def test_unknown_access_key(oss_server, version):
     assert_absent(oss_server, key)
 
 
-def test_skewed_clock(oss_server, creds, version):
-    key = f"{version}/refusals/skewed.txt"
+@pytest.mark.parametrize("offset,seconds", [("+1h", 3600), ("-20m", -1200)])
+def test_skewed_clock(oss_server, creds, version, offset, seconds):
+    key = f"{version}/refusals/skewed{offset}.txt"
     before = datetime.now(timezone.utc)
-    out = run_skewed_client(oss_server, creds, version, key, "+1h")
+    out = run_skewed_client(oss_server, creds, version, key, offset)
     after = datetime.now(timezone.utc)
-    assert out["client_time"] - time.time() > 3000, "faketime did not move the client's clock"
+    assert abs(out["client_time"] - time.time() - seconds) < 60, "faketime did not move the client's clock"
     assert out["ok"] is False, out
     assert (out["status"], out["code"]) == (403, "RequestTimeTooSkewed"), out
     details = out["details"]
@@ -572,12 +615,19 @@ def test_skewed_clock(oss_server, creds, version):
     request_time, server_time = iso_prefix(details["RequestTime"]), iso_prefix(details["ServerTime"])
     slack = timedelta(seconds=5)
     assert before - slack <= server_time <= after + slack, details
-    assert before + timedelta(hours=1) - slack <= request_time <= after + timedelta(hours=1) + slack, details
+    assert before + timedelta(seconds=seconds) - slack <= request_time <= after + timedelta(seconds=seconds) + slack, details
     # The Date header is the server's correct time, so the SDKs can correct their clocks.
     server_date = http_date_of(out["headers"])
     assert before - slack <= server_date <= after + slack, out["headers"]["date"]
     assert details["RequestId"] == out["headers"]["x-oss-request-id"]
     assert_absent(oss_server, key)
+
+
+def test_skew_inside_the_window_is_accepted(oss_server, creds, version):
+    """OSS allows 15 minutes of skew: a client 10 minutes off still works."""
+    key = f"{version}/skew/ten-minutes.txt"
+    assert run_skewed_client(oss_server, creds, version, key, "+10m")["ok"] is True
+    assert root_bucket(oss_server).get_object(key).read() == b"skewed"
 
 
 # MARK: Cross-dialect
@@ -586,10 +636,11 @@ def test_oss2_writes_boto3_reads(oss_server, bucket, creds, version):
     s3 = boto3_client(oss_server, creds)
     key = f"{version}/cross/from-oss ✓.bin"
     body = os.urandom(4096)
-    put = bucket.put_object(key, body, headers={"x-oss-meta-a": "from oss", "Content-Type": "application/pdf"})
+    put = bucket.put_object(key, body, headers={"x-oss-meta-a": "from oss", "x-oss-meta-Camera-Model": "Pixel 8",
+                                                "Content-Type": "application/pdf"})
     got = s3.get_object(Bucket=oss_server.bucket, Key=key)
     assert got["Body"].read() == body
-    assert got["Metadata"] == {"a": "from oss"}
+    assert got["Metadata"] == {"a": "from oss", "camera-model": "Pixel 8"}
     assert got["ContentType"] == "application/pdf"
     assert got["ETag"].strip('"') == put.etag
     assert got["ResponseMetadata"]["HTTPHeaders"].get("x-amz-request-id")
