@@ -144,9 +144,30 @@ def test_not_found_errors(oss_server, bucket, version):
     refused(lambda: bucket.get_object_meta(f"{version}/no/such/key"), 404, ("", "NoSuchKey"))
     assert bucket.object_exists(f"{version}/no/such/key") is False
     no_bucket = refused(lambda: root_bucket(oss_server, "no-such-bucket-oss").get_object("k"), 404, "NoSuchBucket")
-    assert no_bucket.details.get("BucketName") == "no-such-bucket-oss", no_bucket.details
-    # OSS (like S3) names the missing key in the error body.
-    assert missing.details.get("Key") == f"{version}/no/such/key", missing.details
+    # OSS (like S3) names the missing key and bucket in the error body.
+    assert (missing.details.get("Key"), no_bucket.details.get("BucketName")) == \
+        (f"{version}/no/such/key", "no-such-bucket-oss"), (missing.body, no_bucket.body)
+
+
+@pytest.mark.parametrize("name", [
+    "a+b=c&d;e,f(g)!h*i'j~k@l$m", "what?.txt", "100%.txt", "sp  ace/tab\tname", "日本語/ファイル.txt",
+    "trailing-slash-dir/", "#hash", "dots/../x", "emoji 😀.bin",
+])
+def test_special_character_keys(oss_server, bucket, version, name):
+    """Keys that stress V1's canonical resource and V4's canonical URI: oss2 percent-encodes
+    them in the URL (`/` too, unless slash_safe), the gateway must sign over the decoded key."""
+    key = f"{version}/keys/{name}"
+    body = name.encode() * 3
+    bucket.put_object(key, body, headers={"x-oss-meta-name": "n"})
+    assert bucket.get_object(key).read() == body
+    assert bucket.head_object(key).content_length == len(body)
+    assert key in [o.key for o in bucket.list_objects_v2(prefix=key).object_list]
+    response = requests.get(bucket.sign_url("GET", key, 60))
+    assert response.status_code == 200, response.text
+    assert response.content == body
+    assert root_bucket(oss_server).get_object(key).read() == body
+    bucket.delete_object(key)
+    assert not bucket.object_exists(key)
 
 
 def test_ranged_get(bucket, version):
@@ -480,6 +501,27 @@ def test_presigned_urls_with_plain_http(oss_server, bucket, creds, version):
 
 # MARK: Refusals
 
+def test_buckets(oss_server, creds, version):
+    """CreateBucket and ListBuckets: root may, the read role may not."""
+    read_creds = issue(oss_server, "--role", "read")
+    new = f"tollgate-new-{version}"
+    refused(lambda: sts_bucket(oss_server, read_creds, version, new).create_bucket(), 403, "AccessDenied")
+    refused(lambda: root_bucket(oss_server, new).list_objects(), 404, "NoSuchBucket")
+    if version == "v1":
+        read_service = oss2.Service(oss2.StsAuth(read_creds["AccessKeyId"], read_creds["AccessKeySecret"],
+                                                 read_creds["SecurityToken"]), oss_server.gateway_url)
+    else:
+        from oss_helpers import provider
+        read_service = oss2.Service(oss2.ProviderAuthV4(provider(read_creds)), oss_server.gateway_url, region=REGION)
+    refused(lambda: read_service.list_buckets(), 403, "AccessDenied")
+    # oss2 requires each <Bucket> of ListAllMyBucketsResult to carry Name, Location, CreationDate,
+    # ExtranetEndpoint, IntranetEndpoint and StorageClass (oss2.xml_utils.parse_list_buckets).
+    listed = oss2.Service(oss2.Auth(ROOT_ACCESS_KEY_ID, ROOT_SECRET), oss_server.gateway_url).list_buckets()
+    names = [b.name for b in listed.buckets]
+    assert oss_server.bucket in names and OTHER_BUCKET in names and new not in names
+    assert all(abs(b.creation_date - time.time()) < 3600 for b in listed.buckets)
+
+
 def test_read_role_cannot_write(oss_server, bucket, version):
     read_creds = issue(oss_server, "--role", "read")
     read = sts_bucket(oss_server, read_creds, version)
@@ -546,6 +588,11 @@ def test_expired_token(oss_server, version):
         f"faketime did not move the clock of `tollgate token issue`: {expired['Expiration']}"
     key = f"{version}/refusals/expired.txt"
     refused(lambda: sts_bucket(oss_server, expired, version).put_object(key, b"late"), 403, "SecurityTokenExpired")
+    refused(lambda: sts_bucket(oss_server, expired, version).get_object(f"{version}/anything"), 403, "SecurityTokenExpired")
+    # A presigned URL made with the expired token (the URL itself is fresh).
+    response = requests.put(sts_bucket(oss_server, expired, version).sign_url("PUT", key, 60), data=b"late")
+    assert response.status_code == 403, response.text
+    assert ET.fromstring(response.content).findtext("Code") == "SecurityTokenExpired"
     assert_absent(oss_server, key)
 
 
@@ -678,3 +725,25 @@ def test_boto3_writes_oss2_reads(oss_server, bucket, creds, version):
     assert oss_head.object_type == "Multipart"
     assert oss_head.content_length == len(data)
     assert hashlib.md5(bucket.get_object(big).read()).digest() == hashlib.md5(data).digest()
+
+
+def test_one_policy_for_both_dialects(oss_server, version):
+    """The reference RAM policies (oss: actions, acs:oss resources) govern S3 requests the same
+    way: the read role's token, used by boto3 and by oss2, is refused the same writes."""
+    from botocore.exceptions import ClientError
+    read_creds = issue(oss_server, "--role", "read")
+    s3 = boto3_client(oss_server, read_creds)
+    key = f"{version}/policy/s3-read-put.txt"
+    with pytest.raises(ClientError) as info:
+        s3.put_object(Bucket=oss_server.bucket, Key=key, Body=b"denied")
+    assert info.value.response["Error"]["Code"] == "AccessDenied"
+    refused(lambda: sts_bucket(oss_server, read_creds, version).put_object(key, b"denied"), 403, "AccessDenied")
+    assert_absent(oss_server, key)
+    root_bucket(oss_server).put_object(key, b"readable")
+    assert s3.get_object(Bucket=oss_server.bucket, Key=key)["Body"].read() == b"readable"
+    assert sts_bucket(oss_server, read_creds, version).get_object(key).read() == b"readable"
+    rw_s3 = boto3_client(oss_server, issue(oss_server, "--role", "readwrite"))
+    with pytest.raises(ClientError) as info:
+        rw_s3.put_object(Bucket=OTHER_BUCKET, Key=key, Body=b"denied")
+    assert info.value.response["Error"]["Code"] == "AccessDenied"
+    assert_absent(oss_server, key, OTHER_BUCKET)
