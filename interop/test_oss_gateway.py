@@ -499,6 +499,25 @@ def test_presigned_urls_with_plain_http(oss_server, bucket, creds, version):
     assert_absent(oss_server, denied)
 
 
+def test_v4_presigned_additional_headers(oss_server, creds):
+    """V4 presigned URLs can sign extra headers (`x-oss-additional-headers`): sent as signed they
+    pass, changed they are refused."""
+    bucket = sts_bucket(oss_server, creds, "v4")
+    key = "v4/presigned/additional.txt"
+    headers = {"Content-Disposition": "inline", "Content-Type": "text/plain"}
+    url = bucket.sign_url("PUT", key, 60, headers=headers, additional_headers=["content-disposition"])
+    assert "x-oss-additional-headers=content-disposition" in url
+    changed = requests.put(url, data=b"changed", headers={**headers, "Content-Disposition": "attachment"})
+    assert changed.status_code == 403, changed.text
+    assert ET.fromstring(changed.content).findtext("Code") == "SignatureDoesNotMatch"
+    assert_absent(oss_server, key)
+    response = requests.put(url, data=b"additional", headers=headers)
+    assert response.status_code == 200, response.text
+    head = bucket.head_object(key)
+    assert head.headers["Content-Disposition"] == "inline"
+    assert bucket.get_object(key).read() == b"additional"
+
+
 # MARK: Refusals
 
 def test_buckets(oss_server, creds, version):
