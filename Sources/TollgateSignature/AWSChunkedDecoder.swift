@@ -280,7 +280,7 @@ public final class AWSChunkedDecoder {
         let expected: String
         do { expected = Hex.encode(try Crypto.hmacSHA256(key: key, stringToSign)) } catch { throw .internalError }
         guard Crypto.constantTimeEqual(expected, provided.lowercased()) else {
-            throw .signatureDoesNotMatch(S3SignatureMismatch(accessKeyId: signing?.accessKeyId ?? "", stringToSign: stringToSign,
+            throw .signatureDoesNotMatch(SignatureMismatch(accessKeyId: signing?.accessKeyId ?? "", stringToSign: stringToSign,
                                                              signatureProvided: provided, canonicalRequest: ""))
         }
     }

@@ -78,3 +78,20 @@ public struct VerifiedIdentity: Sendable, Equatable {
 
 /// Maximum difference between a header-signed request's time and the server's clock.
 public let maxClockSkewSeconds: TimeInterval = 15 * 60
+
+/// What the server computed when a signature did not match; S3 and OSS return these in the
+/// error body so that clients can debug. Contains no secret.
+public struct SignatureMismatch: Sendable, Equatable {
+    public var accessKeyId: String
+    public var stringToSign: String
+    public var signatureProvided: String
+    /// SigV4 and OSS V4 requests only; empty for OSS V1 and for chunk and trailer signatures.
+    public var canonicalRequest: String
+
+    public init(accessKeyId: String, stringToSign: String, signatureProvided: String, canonicalRequest: String) {
+        self.accessKeyId = accessKeyId
+        self.stringToSign = stringToSign
+        self.signatureProvided = signatureProvided
+        self.canonicalRequest = canonicalRequest
+    }
+}

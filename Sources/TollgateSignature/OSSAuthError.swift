@@ -1,29 +1,12 @@
 import Foundation
 
-/// What the server computed when an OSS signature did not match; OSS returns these in the
-/// error body. Contains no secret.
-public struct OSSSignatureMismatch: Sendable, Equatable {
-    public var accessKeyId: String
-    public var stringToSign: String
-    public var signatureProvided: String
-    /// V4 only; empty for V1.
-    public var canonicalRequest: String
-
-    public init(accessKeyId: String, stringToSign: String, signatureProvided: String, canonicalRequest: String) {
-        self.accessKeyId = accessKeyId
-        self.stringToSign = stringToSign
-        self.signatureProvided = signatureProvided
-        self.canonicalRequest = canonicalRequest
-    }
-}
-
 /// Every way OSS request authentication can fail, with OSS's error code, message and status.
 /// The HTTP layer renders `code`, `message` and `details` into OSS's `<Error>` body.
 public enum OSSAuthError: Error, Sendable, Equatable {
     case accessDenied(String)
     /// AccessDenied "Request has expired." (presigned URL past its expiry).
     case requestExpired(expires: Date, serverTime: Date)
-    case signatureDoesNotMatch(OSSSignatureMismatch)
+    case signatureDoesNotMatch(SignatureMismatch)
     case invalidAccessKeyId(String)
     /// The token is malformed, forged or missing for a temporary key.
     case invalidSecurityToken

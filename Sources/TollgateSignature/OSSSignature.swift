@@ -128,7 +128,7 @@ public enum OSSSignature {
             throw .internalError
         }
         guard Crypto.constantTimeEqual(expected, provided) else {
-            throw .signatureDoesNotMatch(OSSSignatureMismatch(accessKeyId: accessKeyId, stringToSign: stringToSign,
+            throw .signatureDoesNotMatch(SignatureMismatch(accessKeyId: accessKeyId, stringToSign: stringToSign,
                                                               signatureProvided: provided, canonicalRequest: ""))
         }
     }
@@ -270,7 +270,7 @@ public enum OSSSignature {
             throw .internalError
         }
         guard Crypto.constantTimeEqual(expected, provided.lowercased()) else {
-            throw .signatureDoesNotMatch(OSSSignatureMismatch(accessKeyId: credential.accessKeyId, stringToSign: stringToSign,
+            throw .signatureDoesNotMatch(SignatureMismatch(accessKeyId: credential.accessKeyId, stringToSign: stringToSign,
                                                               signatureProvided: provided, canonicalRequest: canonicalRequest))
         }
     }

@@ -1,22 +1,5 @@
 import Foundation
 
-/// What the server computed when a SigV4 signature did not match; S3 returns these in the
-/// error body so that clients can debug. Contains no secret.
-public struct S3SignatureMismatch: Sendable, Equatable {
-    public var accessKeyId: String
-    public var stringToSign: String
-    public var signatureProvided: String
-    /// Empty for chunk and trailer signatures.
-    public var canonicalRequest: String
-
-    public init(accessKeyId: String, stringToSign: String, signatureProvided: String, canonicalRequest: String) {
-        self.accessKeyId = accessKeyId
-        self.stringToSign = stringToSign
-        self.signatureProvided = signatureProvided
-        self.canonicalRequest = canonicalRequest
-    }
-}
-
 /// Every way S3 request authentication or payload verification can fail, with the S3 error
 /// code, message and status each maps to. The HTTP layer renders `code`, `message` and
 /// `details` (extra XML elements, in order) into S3's `<Error>` body.
@@ -25,7 +8,7 @@ public enum S3AuthError: Error, Sendable, Equatable {
     case accessDenied(String)
     /// AccessDenied "Request has expired" (presigned URL past X-Amz-Date + X-Amz-Expires).
     case requestExpired(expires: Date, serverTime: Date, expiresSeconds: Int)
-    case signatureDoesNotMatch(S3SignatureMismatch)
+    case signatureDoesNotMatch(SignatureMismatch)
     case invalidAccessKeyId(String)
     /// The access key is temporary but no security token was sent.
     case missingSecurityHeader

@@ -328,7 +328,7 @@ public enum S3SigV4 {
         let expected: String
         do { expected = Hex.encode(try Crypto.hmacSHA256(key: key, stringToSign)) } catch { throw .internalError }
         guard Crypto.constantTimeEqual(expected, provided.lowercased()) else {
-            throw .signatureDoesNotMatch(S3SignatureMismatch(accessKeyId: accessKeyId, stringToSign: stringToSign,
+            throw .signatureDoesNotMatch(SignatureMismatch(accessKeyId: accessKeyId, stringToSign: stringToSign,
                                                              signatureProvided: provided, canonicalRequest: canonicalRequest))
         }
     }
