@@ -681,6 +681,10 @@ def test_cli_sync_tree_up_and_down(cli, s3, tmp):
     for name, data in files.items():
         (up / name).parent.mkdir(parents=True, exist_ok=True)
         (up / name).write_bytes(data)
+        # Files that existed before the sync. (S3 LastModified has whole seconds, so a file
+        # written in the same second as its upload looks newer than its copy, to S3 as well.)
+        an_hour_ago = time.time() - 3600
+        os.utime(up / name, (an_hour_ago, an_hour_ago))
     cli.run("s3", "sync", str(up), f"s3://{BUCKET}/sync/")
     assert object_keys(s3, BUCKET, "sync/") == {f"sync/{name}" for name in files}
     # Nothing changed locally: a second sync uploads nothing.
