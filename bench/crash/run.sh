@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# End-to-end crash test against the real server: builds (or takes TOLLGATE_BIN), writes a
+# scratch config (loopback ports, its own data directory), issues credentials with
+# `tollgate token issue`, and runs crash_test.sh. Prints PASS or FAIL on the last line.
+#   bash bench/crash/run.sh [iterations]      (default 20)
+# Environment passed through to crash_test.sh: MAX_KILL_DELAY_MS, CRASH_SINGLE_MIB,
+# CRASH_MULTIPART_MIB. KEEP_WORK=1 keeps the scratch directory (logs, data) for inspection.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ITERATIONS=${1:-20}
+for tool in sqlite3 curl; do
+  command -v $tool >/dev/null || { apt-get update -qq && apt-get install -y -qq $tool >/dev/null; }
+done
+BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)} || { echo "FAIL: build"; exit 1; }
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+WORK=$(mktemp -d -p "${TMPDIR:-/tmp}" tollgate-crash.XXXXXX)
+[ "${KEEP_WORK:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PORT=$(port); GPORT=$(port)
+cp -r policy "$WORK/policy"
+cat > "$WORK/config.json" <<JSON
+{"AccessKeyID": "", "AccessKeySecret": "crash-test-root-secret-0123456789abcdefghij", "RoleArn": "",
+ "TokenExpireTime": "43200", "PolicyFile": "policy/all_policy.txt",
+ "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
+ "Variables": {"BUCKET_NAME": "crash-test"}, "DataDirectory": "data"}
+JSON
+# Vended credentials (default role: all_policy.txt), as an app would use them.
+CREDENTIALS=$("$BIN" token issue --config "$WORK/config.json" --duration 43200) || { echo "FAIL: token issue"; exit 1; }
+field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$CREDENTIALS" "$1"; }
+export AWS_ACCESS_KEY_ID=$(field AccessKeyId) AWS_SECRET_ACCESS_KEY=$(field AccessKeySecret) AWS_SESSION_TOKEN=$(field SecurityToken)
+export TOLLGATE_BIN=$BIN TOLLGATE_CONFIG=$WORK/config.json DATA_DIR=$WORK/data/store
+export ENDPOINT=http://127.0.0.1:$GPORT BUCKET=crash-test WORK_DIR=$WORK/work
+# Ready = the gateway answers a signed request: a presigned ListBuckets (valid 12 h).
+export HEALTH_URL=$(python3 - <<'PY'
+import os, boto3
+from botocore.config import Config
+s3 = boto3.client("s3", endpoint_url=os.environ["ENDPOINT"], region_name="us-east-1",
+                  aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"], aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+                  aws_session_token=os.environ["AWS_SESSION_TOKEN"],
+                  config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))
+print(s3.generate_presigned_url("list_buckets", ExpiresIn=43200))
+PY
+)
+echo "crash test: $ITERATIONS iterations, binary $BIN, scratch $WORK"
+if bash bench/crash/crash_test.sh "$ITERATIONS"; then
+  echo "PASS: crash test ($ITERATIONS iterations): every object read back as a complete old or new version, no temporary or orphan files"
+else
+  status=$?
+  echo "--- server log (tail)"; tail -n 20 "$WORK/work/server.log" 2>/dev/null
+  echo "--- client log (tail)"; tail -n 10 "$WORK/work/client.log" 2>/dev/null
+  echo "FAIL: crash test (exit $status); scratch directory ${WORK}$([ "${KEEP_WORK:-0}" = 1 ] || echo ' (removed; KEEP_WORK=1 keeps it)')"
+  exit 1
+fi
