@@ -41,9 +41,24 @@ s3 = boto3.client("s3", endpoint_url=os.environ["ENDPOINT"], region_name="us-eas
 print(s3.generate_presigned_url("list_buckets", ExpiresIn=43200))
 PY
 )
+mkdir -p "$WORK_DIR"
+# Kill delays must fall inside the upload: unless MAX_KILL_DELAY_MS is given, time one upload of
+# version B (both objects) on this machine and draw the kill moment uniformly from 0 to that.
+if [ -z "${MAX_KILL_DELAY_MS:-}" ]; then
+  "$BIN" serve --config "$TOLLGATE_CONFIG" >> "$WORK_DIR/calibration.log" 2>&1 &
+  CALIBRATION_PID=$!
+  for _ in $(seq 300); do curl -fsS -o /dev/null "$HEALTH_URL" 2>/dev/null && break; sleep 0.1; done
+  python3 bench/crash/driver.py prepare "$WORK_DIR" && python3 bench/crash/driver.py setup || { kill $CALIBRATION_PID; echo "FAIL: set-up"; exit 1; }
+  started=$(date +%s%N)
+  python3 bench/crash/driver.py put "$WORK_DIR" B || { kill $CALIBRATION_PID; echo "FAIL: calibration upload"; exit 1; }
+  export MAX_KILL_DELAY_MS=$(( ($(date +%s%N) - started) / 1000000 ))
+  kill -TERM $CALIBRATION_PID; wait $CALIBRATION_PID 2>/dev/null
+  echo "one upload of version B takes ${MAX_KILL_DELAY_MS} ms here: kill -9 after 0..${MAX_KILL_DELAY_MS} ms"
+fi
 echo "crash test: $ITERATIONS iterations, binary $BIN, scratch $WORK"
-if bash bench/crash/crash_test.sh "$ITERATIONS"; then
-  echo "PASS: crash test ($ITERATIONS iterations): every object read back as a complete old or new version, no temporary or orphan files"
+if bash bench/crash/crash_test.sh "$ITERATIONS" | tee "$WORK/crash.log"; then
+  mid=$(grep -c "iteration .*version A" "$WORK/crash.log" || true)
+  echo "PASS: crash test ($ITERATIONS iterations, $mid killed before version B was fully committed): every object read back as a complete old or new version, no temporary or orphan files"
 else
   status=$?
   echo "--- server log (tail)"; tail -n 20 "$WORK/work/server.log" 2>/dev/null
