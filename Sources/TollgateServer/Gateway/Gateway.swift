@@ -53,10 +53,12 @@ struct Gateway: HTTPResponder, Sendable {
         let dialect: Dialect = scheme.isOSS ? .oss : .s3
         let isHead = request.method == .head
         var resource = PercentEncoding.decode(rawPath)
+        var addressed: (bucket: String?, key: String?) = (nil, nil)
         var logger = context.logger
         logger[metadataKey: "gateway.request_id"] = "\(requestID)"
         do {
             let (bucket, key) = try address(host: request.head.authority, rawPath: rawPath)
+            addressed = (bucket, key)
             resource = "/" + [bucket, key].compactMap { $0 }.joined(separator: "/")
             let query = Self.decodeQuery(signed.rawQueryItems)
             let copySource = request.headers[dialect == .s3 ? .amzCopySource : .ossCopySource]
@@ -82,7 +84,7 @@ struct Gateway: HTTPResponder, Sendable {
             response.headers[dialect == .s3 ? HTTPField.Name.amzRequestID : HTTPField.Name.ossRequestID] = requestID
             return response
         } catch {
-            let gatewayError = Self.gatewayError(error, dialect: dialect, logger: logger)
+            let gatewayError = Self.gatewayError(error, dialect: dialect, bucket: addressed.bucket, key: addressed.key)
             if gatewayError.status == .internalServerError {
                 logger.error("gateway request failed", metadata: ["error": "\(error)"])
             }
@@ -201,7 +203,7 @@ struct Gateway: HTTPResponder, Sendable {
     // MARK: Errors
 
     /// Every error a request can meet, as the client-visible error of its dialect.
-    static func gatewayError(_ error: any Error, dialect: Dialect, logger: Logger) -> GatewayError {
+    static func gatewayError(_ error: any Error, dialect: Dialect, bucket: String?, key: String?) -> GatewayError {
         switch error {
         case let error as GatewayError:
             return error
@@ -214,15 +216,19 @@ struct Gateway: HTTPResponder, Sendable {
             return GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message,
                                 details: error.details.map { ($0.name, $0.value) })
         case let error as StoreError:
-            return storeError(error, dialect: dialect)
+            return storeError(error, dialect: dialect, bucket: bucket, key: key)
         default:
             return .internalError()
         }
     }
 
-    static func storeError(_ error: StoreError, dialect: Dialect) -> GatewayError {
+    static func storeError(_ error: StoreError, dialect: Dialect, bucket: String?, key: String?) -> GatewayError {
         var rendered = GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message)
         switch error {
+        case .noSuchBucket, .bucketNotEmpty, .bucketAlreadyOwnedByYou, .invalidBucketName:
+            if let bucket { rendered.details = [("BucketName", bucket)] }
+        case .noSuchKey:
+            if let key { rendered.details = [("Key", key)] }
         case .invalidRange(let size):
             rendered.headers[.contentRange] = "bytes */\(size)"
             rendered.details = [("ActualObjectSize", String(size))]

@@ -51,14 +51,6 @@ struct GatewayError: Error, Sendable {
 
     // MARK: The common errors
 
-    static func noSuchBucket(_ bucket: String) -> GatewayError {
-        GatewayError(.notFound, "NoSuchBucket", "The specified bucket does not exist", details: [("BucketName", bucket)])
-    }
-
-    static func noSuchKey(_ key: String) -> GatewayError {
-        GatewayError(.notFound, "NoSuchKey", "The specified key does not exist.", details: [("Key", key)])
-    }
-
     static func accessDenied(_ message: String = "Access Denied") -> GatewayError {
         GatewayError(.forbidden, "AccessDenied", message)
     }

@@ -11,6 +11,15 @@ extension Gateway {
                 list.element("Bucket") { entry in
                     entry.element("Name", bucket.name)
                     entry.element("CreationDate", HTTPDates.iso8601(bucket.creationDate))
+                    if call.dialect == .oss {
+                        // OSS lists each bucket's location and endpoints; oss2 requires them.
+                        let host = call.request.head.authority ?? "127.0.0.1"
+                        entry.element("Location", "oss-" + Self.region)
+                        entry.element("ExtranetEndpoint", host)
+                        entry.element("IntranetEndpoint", host)
+                        entry.element("Region", Self.region)
+                        entry.element("StorageClass", "Standard")
+                    }
                 }
             }
         }

@@ -63,7 +63,7 @@ extension Gateway {
     }
 
     static func intParameter(_ query: [String: String], _ name: String, default value: Int, range: ClosedRange<Int>) throws(GatewayError) -> Int {
-        guard let raw = query[name] else { return value }
+        guard let raw = query[name], !raw.isEmpty else { return value }
         guard let number = Int(raw), range.contains(number) else {
             throw .invalidArgument("Provided \(name) not an integer or within integer range", name: name, value: raw)
         }

@@ -179,7 +179,7 @@ extension Gateway {
         var xml = document(call, root: "CopyObjectResult")
         xml.element("LastModified", HTTPDates.iso8601(info.lastModified))
         xml.element("ETag", info.etag)
-        return xmlResponse(xml)
+        return xmlResponse(xml, headers: [.eTag: info.etag])
     }
 
     /// `x-amz-copy-source-if-*` (and the OSS spellings), checked against the opened source.
