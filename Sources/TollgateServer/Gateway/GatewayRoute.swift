@@ -158,12 +158,4 @@ enum GatewayRoute: Equatable, Sendable {
         default: nil
         }
     }
-
-    /// Whether the handler reads a request body (everything else must not have one worth reading).
-    var readsBody: Bool {
-        switch self {
-        case .putObject, .appendObject, .uploadPart, .completeMultipartUpload, .deleteObjects, .createBucket: true
-        default: false
-        }
-    }
 }
