@@ -626,6 +626,56 @@ def test_connection_reused_after_refused_upload(gw, creds, presigner):
             assert session.get(ok_url, timeout=30).status_code == 200
 
 
+@pytest.mark.parametrize("algorithm", ["CRC32", "SHA1", "SHA256"])
+def test_flexible_checksums(s3, algorithm):
+    """boto3 sends x-amz-checksum-<algorithm> for PutObject (CRC32 by default)."""
+    key = f"checksum/{algorithm}"
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"checksummed body", ChecksumAlgorithm=algorithm)
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"checksummed body"
+
+
+@pytest.mark.parametrize("header", [{"ChecksumCRC32": "AAAAAA=="},
+                                    {"ChecksumSHA256": "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}],
+                         ids=["crc32", "sha256"])
+def test_wrong_checksum_is_refused(s3, gw, header):
+    with pytest.raises(ClientError) as excinfo:
+        s3.put_object(Bucket=BUCKET, Key="checksum/wrong", Body=b"not what the checksum says", **header)
+    assert error_of(excinfo) == ("BadDigest", 400)
+    assert_absent(s3, "checksum/wrong")
+    assert_no_temporary_files(gw)
+
+
+def test_virtual_host_addressing(monkeypatch):
+    """With GatewayBaseDomain set, `bucket.<domain>` addresses the bucket (boto3's virtual
+    addressing). The names resolve to loopback through a stub resolver in this process."""
+    import socket
+    server = Server({"AccessKeySecret": ROOT_SECRET, "AccessKeyID": ROOT_ACCESS_KEY_ID,
+                     "GatewayBaseDomain": "gw.test"}).start()
+    try:
+        wait_for_gateway(server)
+        real = socket.getaddrinfo
+        monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: real(
+            "127.0.0.1" if host == "gw.test" or str(host).endswith(".gw.test") else host, *a, **k))
+        credentials = endpoint_credentials(server)
+        import boto3
+        from botocore.config import Config
+        client = boto3.client("s3", endpoint_url=f"http://gw.test:{server.gateway_port}", region_name="us-east-1",
+                              aws_access_key_id=credentials["AccessKeyId"], aws_secret_access_key=credentials["AccessKeySecret"],
+                              aws_session_token=credentials["SecurityToken"],
+                              config=Config(s3={"addressing_style": "virtual"}, retries={"max_attempts": 1}))
+        sent = []
+        client.meta.events.register("before-send.s3", lambda request, **_: sent.append(request.url))
+        client.put_object(Bucket=BUCKET, Key="vhost/a b.txt", Body=b"virtual")
+        assert client.get_object(Bucket=BUCKET, Key="vhost/a b.txt")["Body"].read() == b"virtual"
+        assert [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="vhost/")["Contents"]] == ["vhost/a b.txt"]
+        assert all(url.startswith(f"http://{BUCKET}.gw.test:") for url in sent), sent
+        # Path style keeps working on the same server.
+        path_client = s3_client(server, credentials)
+        assert path_client.get_object(Bucket=BUCKET, Key="vhost/a b.txt")["Body"].read() == b"virtual"
+    finally:
+        server.cleanup()
+
+
 # ---------------------------------------------------------------------------------------------
 # The AWS CLI with the same credentials in its environment.
 
