@@ -336,6 +336,15 @@ def test_presigned_url_expires(s3, presigner):
     assert response.status_code == 403
     error = xml_error(response.content)
     assert error["Code"] == "AccessDenied" and error["Message"] == "Request has expired"
+    # X-Amz-Expires is at most seven days.
+    too_long = presigner.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": "presign/short"},
+                                                ExpiresIn=604801)
+    response = requests.get(too_long, timeout=30)
+    assert response.status_code == 400
+    assert xml_error(response.content)["Code"] == "AuthorizationQueryParametersError"
+    week = presigner.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": "presign/short"},
+                                            ExpiresIn=604800)
+    assert requests.get(week, timeout=30).content == b"short-lived"
 
 
 def test_error_document_shape(presigner):
@@ -770,7 +779,8 @@ def test_bucket_outside_the_policy(gw, root, outside_bucket):
 
 def test_read_role_cannot_write(gw, root, tmp):
     root.put_object(Bucket=BUCKET, Key="readonly/existing.txt", Body=b"original")
-    reader = s3_client(gw, issued_credentials(gw, "--role", "read"))
+    reader_credentials = issued_credentials(gw, "--role", "read")
+    reader = s3_client(gw, reader_credentials)
     assert reader.get_object(Bucket=BUCKET, Key="readonly/existing.txt")["Body"].read() == b"original"
     assert [o["Key"] for o in reader.list_objects_v2(Bucket=BUCKET, Prefix="readonly/")["Contents"]] == ["readonly/existing.txt"]
     large = tmp / "large.bin"
@@ -785,6 +795,11 @@ def test_read_role_cannot_write(gw, root, tmp):
         with pytest.raises(ClientError) as excinfo:
             call()
         assert error_of(excinfo) == ("AccessDenied", 403)
+    # A presigned PUT made with the read token is refused the same way.
+    url = s3_client(gw, reader_credentials, signature_version="s3v4").generate_presigned_url(
+        "put_object", Params={"Bucket": BUCKET, "Key": "readonly/presigned.txt"}, ExpiresIn=300)
+    response = requests.put(url, data=b"x" * 1000, timeout=30)
+    assert response.status_code == 403 and xml_error(response.content)["Code"] == "AccessDenied"
     assert object_keys(root, BUCKET, "readonly/") == {"readonly/existing.txt"}
     assert root.get_object(Bucket=BUCKET, Key="readonly/existing.txt")["Body"].read() == b"original"
     assert not root.list_multipart_uploads(Bucket=BUCKET, Prefix="readonly/").get("Uploads")
