@@ -153,8 +153,8 @@ def assert_absent(server, key: str, bucket_name: str = None):
 @contextmanager
 def captured_oss2_signing():
     """Records what oss2 signed: the strings to sign it logs (DEBUG, `oss2.auth`) and the
-    headers of every request it sent."""
-    record = {"strings": [], "requests": []}
+    headers and URL of every request it sent."""
+    record = {"strings": [], "requests": [], "urls": []}
 
     class Handler(logging.Handler):
         def emit(self, entry):
@@ -176,6 +176,7 @@ def captured_oss2_signing():
 
     def do_request(self, req, timeout):
         record["requests"].append(dict(req.headers))
+        record["urls"].append(req.url)
         return original(self, req, timeout)
 
     oss2.http.Session.do_request = do_request

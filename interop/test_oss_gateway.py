@@ -767,3 +767,45 @@ def test_one_policy_for_both_dialects(oss_server, version):
         rw_s3.put_object(Bucket=OTHER_BUCKET, Key=key, Body=b"denied")
     assert info.value.response["Error"]["Code"] == "AccessDenied"
     assert_absent(oss_server, key, OTHER_BUCKET)
+
+
+# MARK: Addressing
+
+@pytest.mark.parametrize("auth_version", VERSIONS)
+def test_virtual_host_addressing(monkeypatch, auth_version):
+    """Against a domain endpoint oss2 (like the mobile SDKs) addresses `bucket.<endpoint>`:
+    with GatewayBaseDomain set the gateway takes the bucket from the Host, and both signature
+    versions cover `/bucket/key`. The names resolve to loopback through a stub resolver in
+    this process."""
+    import socket
+    server = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET,
+                     "GatewayBaseDomain": "oss.test"}).start()
+    try:
+        wait_for_gateway(server)
+        real = socket.getaddrinfo
+        monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: real(
+            "127.0.0.1" if host == "oss.test" or str(host).endswith(".oss.test") else host, *a, **k))
+        creds = android_fetch(server.url)
+        if auth_version == "v1":
+            auth = oss2.StsAuth(creds["AccessKeyId"], creds["AccessKeySecret"], creds["SecurityToken"])
+        else:
+            from oss_helpers import provider
+            auth = oss2.ProviderAuthV4(provider(creds))
+        bucket = oss2.Bucket(auth, f"http://oss.test:{server.gateway_port}", server.bucket, region=REGION)
+        with captured_oss2_signing() as signing:
+            bucket.put_object("vhost/a b ✓.txt", b"virtual", headers={"x-oss-meta-a": "v"})
+            got = bucket.get_object("vhost/a b ✓.txt")
+            assert got.read() == b"virtual" and got.headers["x-oss-meta-a"] == "v"
+            assert [o.key for o in bucket.list_objects(prefix="vhost/").object_list] == ["vhost/a b ✓.txt"]
+            bucket.append_object("vhost/log", 0, b"1")
+            assert bucket.append_object("vhost/log", 1, b"2").next_position == 2
+        virtual = f"http://{server.bucket}.oss.test:{server.gateway_port}/"
+        assert signing["urls"] and all(url.startswith(virtual) for url in signing["urls"]), signing["urls"]
+        url = bucket.sign_url("GET", "vhost/a b ✓.txt", 60)
+        assert url.startswith(virtual)
+        response = requests.get(url)
+        assert response.status_code == 200 and response.content == b"virtual", response.text
+        # Path style keeps working on the same server.
+        assert sts_bucket(server, creds, auth_version).get_object("vhost/log").read() == b"12"
+    finally:
+        server.cleanup()
