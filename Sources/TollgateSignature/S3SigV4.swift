@@ -435,6 +435,12 @@ public enum S3SigV4 {
 
     /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), "s3"), "aws4_request").
     static func signingKey(secret: String, date: String, region: String) throws(S3AuthError) -> [UInt8] {
+        try SigningKeyCache.shared.key(for: "AWS4\u{0}\(secret)\u{0}\(date)\u{0}\(region)") { () throws(S3AuthError) in
+            try deriveSigningKey(secret: secret, date: date, region: region)
+        }
+    }
+
+    static func deriveSigningKey(secret: String, date: String, region: String) throws(S3AuthError) -> [UInt8] {
         do {
             let kDate = try Crypto.hmacSHA256(key: Array(("AWS4" + secret).utf8), date)
             let kRegion = try Crypto.hmacSHA256(key: kDate, region)

@@ -37,12 +37,18 @@ public struct SignatureRequest: Sendable, Equatable {
 
 /// One `name=value` pair of a query string, still percent-encoded as sent.
 public struct RawQueryItem: Sendable, Equatable {
-    public var rawName: Substring
+    public let rawName: Substring
     /// nil when the item had no `=` at all (`?acl`).
-    public var rawValue: Substring?
+    public let rawValue: Substring?
+    /// Percent-decoded name (`+` is a space, as in every query parser S3 and OSS clients meet);
+    /// decoded once, since verification looks names up many times.
+    public let name: String
 
-    /// Percent-decoded name (`+` is a space, as in every query parser S3 and OSS clients meet).
-    public var name: String { PercentEncoding.decode(rawName, plusIsSpace: true) }
+    public init(rawName: Substring, rawValue: Substring?) {
+        self.rawName = rawName
+        self.rawValue = rawValue
+        self.name = PercentEncoding.decode(rawName, plusIsSpace: true)
+    }
     /// Percent-decoded value, empty when absent.
     public var value: String { rawValue.map { PercentEncoding.decode($0, plusIsSpace: true) } ?? "" }
 

@@ -81,7 +81,7 @@ enum MetadataColumns {
 
     static func decode(_ row: Row) throws -> ObjectMetadata {
         let json: String = row["user_metadata"]
-        let user = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
+        let user = json == "{}" ? [:] : try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
         return ObjectMetadata(
             contentType: row["content_type"], contentEncoding: row["content_encoding"],
             contentDisposition: row["content_disposition"], cacheControl: row["cache_control"],

@@ -1,0 +1,21 @@
+import Synchronization
+
+/// Derived signing keys, by secret, date and region. Deriving one takes four HMACs, and a client
+/// signs all of a day's requests with the same key, so the gateway derives it once. Memoisation
+/// only: the result is the same with or without the cache. Bounded: emptied when full.
+final class SigningKeyCache: Sendable {
+    static let shared = SigningKeyCache()
+    static let capacity = 4096
+
+    private let keys = Mutex<[String: [UInt8]]>([:])
+
+    func key<E: Error>(for id: String, derive: () throws(E) -> [UInt8]) throws(E) -> [UInt8] {
+        if let key = keys.withLock({ $0[id] }) { return key }
+        let key = try derive()
+        keys.withLock { keys in
+            if keys.count >= Self.capacity { keys.removeAll(keepingCapacity: true) }
+            keys[id] = key
+        }
+        return key
+    }
+}
