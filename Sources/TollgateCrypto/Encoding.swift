@@ -52,25 +52,33 @@ public enum Base64 {
     }
 
     private static func encode(_ bytes: [UInt8], alphabet: [UInt8], pad: Bool) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var i = 0
-        while i + 3 <= bytes.count {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
-            i += 3
+        let count = (bytes.count + 2) / 3 * 4
+        return String(unsafeUninitializedCapacity: count) { out in
+            var o = 0
+            var i = 0
+            func put(_ value: UInt32) {
+                out[o] = alphabet[Int(value & 63)]
+                o += 1
+            }
+            while i + 3 <= bytes.count {
+                let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+                put(n >> 18); put(n >> 12); put(n >> 6); put(n)
+                i += 3
+            }
+            let rest = bytes.count - i
+            if rest > 0 {
+                let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
+                put(n >> 18); put(n >> 12)
+                if rest == 2 { put(n >> 6) }
+                if pad {
+                    for _ in rest..<3 {
+                        out[o] = UInt8(ascii: "=")
+                        o += 1
+                    }
+                }
+            }
+            return o
         }
-        let rest = bytes.count - i
-        if rest == 1 {
-            let n = UInt32(bytes[i]) << 16
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
-            if pad { out += Array("==".utf8) }
-        } else if rest == 2 {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)]]
-            if pad { out += Array("=".utf8) }
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Decodes standard or url-safe base64, padded or not. Strict: any other character,

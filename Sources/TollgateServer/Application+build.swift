@@ -30,7 +30,10 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
     TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies, clock: state.clock)
         .addRoutes(to: router)
     router.get("/healthz") { _, _ in
-        TokenJSON.response(.ok, TokenJSON.object([("status", TokenJSON.quoted("ok")), ("roles", "\(state.policies.roleNames.count)")]))
+        var json = JSONObjectWriter(capacity: 32)
+        json.add("status", "ok")
+        json.add("roles", Int64(state.policies.roleNames.count))
+        return TokenJSON.response(.ok, json.finish())
     }
     if let metrics {
         router.get("/metrics") { _, _ in

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TollgateToken
 
 /// Structured log lines (`time level label: message key=value …`) written to standard output
 /// through a buffer that a background thread drains every few milliseconds. swift-log's
@@ -26,9 +27,9 @@ public final class LogOutput: Sendable {
         thread.start()
     }
 
-    func append(_ line: String) {
+    func append(_ line: [UInt8]) {
         let size = pending.withLock { buffer in
-            buffer.append(contentsOf: line.utf8)
+            buffer.append(contentsOf: line)
             buffer.append(UInt8(ascii: "\n"))
             return buffer.count
         }
@@ -69,36 +70,72 @@ public final class LogOutput: Sendable {
         }
 
         func log(event: LogEvent) {
-            var line = LogOutput.timestamp()
-            line += " \(event.level) \(label): \(event.message)"
-            let extra = event.metadata ?? [:]
-            let all = extra.isEmpty ? metadata : metadata.merging(extra) { $1 }
-            for (key, value) in all.sorted(by: { $0.key < $1.key }) {
-                line += " \(key)=\(LogOutput.quoteIfNeeded(value.description))"
+            var fields: [(String, Logger.MetadataValue)] = []
+            fields.reserveCapacity(metadata.count + (event.metadata?.count ?? 0))
+            for (key, value) in metadata where event.metadata?[key] == nil { fields.append((key, value)) }
+            for (key, value) in event.metadata ?? [:] { fields.append((key, value)) }
+            fields.sort { $0.0 < $1.0 }
+
+            var line: [UInt8] = []
+            line.reserveCapacity(320)
+            LogOutput.append(LogOutput.timestamp(), to: &line)
+            line.append(UInt8(ascii: " "))
+            LogOutput.append(event.level.rawValue, to: &line)
+            line.append(UInt8(ascii: " "))
+            LogOutput.append(label, to: &line)
+            line += [UInt8(ascii: ":"), UInt8(ascii: " ")]
+            LogOutput.append(event.message.description, to: &line)
+            for (key, value) in fields {
+                line.append(UInt8(ascii: " "))
+                LogOutput.append(key, to: &line)
+                line.append(UInt8(ascii: "="))
+                let text: String
+                switch value {
+                case .string(let string): text = string
+                case .stringConvertible(let convertible): text = convertible.description
+                default: text = value.description
+                }
+                LogOutput.append(LogOutput.quoteIfNeeded(text), to: &line)
             }
             output.append(line)
         }
     }
 
+    static func append(_ string: String, to bytes: inout [UInt8]) {
+        var string = string
+        string.withUTF8 { bytes.append(contentsOf: $0) }
+    }
+
     static func quoteIfNeeded(_ value: String) -> String {
-        value.utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") })
+        containsByte(value, where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") })
             ? "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
                 .replacingOccurrences(of: "\n", with: "\\n") + "\""
             : value
     }
 
+    /// The formatted date and time of the current second, reused within that second.
+    private static let secondCache = Mutex<(seconds: Int, text: String)>((-1, ""))
+
     /// UTC time with milliseconds, `2026-11-22T05:02:40.123Z`.
     static func timestamp() -> String {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        var seconds = now.tv_sec
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func pad(_ n: Int, _ width: Int) -> String {
-            let digits = String(n)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        let seconds = now.tv_sec
+        let prefix = secondCache.withLock { cache -> String in
+            if cache.seconds == seconds { return cache.text }
+            var time = seconds
+            var parts = tm()
+            gmtime_r(&time, &parts)
+            let text = "\(parts.tm_year + 1900)-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))T"
+                + "\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2))."
+            cache = (seconds, text)
+            return text
         }
-        return "\(parts.tm_year + 1900)-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))T"
-            + "\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2)).\(pad(now.tv_nsec / 1_000_000, 3))Z"
+        return prefix + pad(now.tv_nsec / 1_000_000, 3) + "Z"
+    }
+
+    private static func pad(_ n: Int, _ width: Int) -> String {
+        let digits = String(n)
+        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
     }
 }

@@ -28,17 +28,18 @@ struct TokenController: Sendable {
             throw TokenEndpointError(.serviceUnavailable, code: "PolicyUnavailable", message: "The role policy is not loaded")
         }
         let issued = try tokens.issue(subject: nil, role: role, duration: Int64(lifetime), now: clock())
+        let expiration = Timestamp.iso8601(issued.claims.expiresAt)
         context.logger.info(
             "token issued",
             metadata: [
-                "token.subject": "\(issued.claims.subject ?? "-")",
-                "token.role": "\(issued.claims.role)",
-                "token.access_key_id": "\(issued.accessKeyId)",
-                "token.expiration": "\(Timestamp.iso8601(issued.claims.expiresAt))",
-                "client.address": "\(context.clientAddress)",
+                "token.subject": .string(issued.claims.subject ?? "-"),
+                "token.role": .string(issued.claims.role),
+                "token.access_key_id": .string(issued.accessKeyId),
+                "token.expiration": .string(expiration),
+                "client.address": .string(context.clientAddress),
             ]
         )
         issuedCounter.increment()
-        return TokenJSON.response(.ok, TokenJSON.credentials(issued))
+        return TokenJSON.response(.ok, TokenJSON.credentials(issued, expiration: expiration))
     }
 }

@@ -5,23 +5,23 @@ import TollgateToken
 /// The token endpoint's JSON, written by hand so that the field order is exactly the one the
 /// OSS mobile SDKs' sample server prints (`JSONEncoder` does not promise an order).
 public enum TokenJSON {
-    public static func credentials(_ issued: IssuedCredentials) -> String {
-        object([
-            ("StatusCode", "200"),
-            ("AccessKeyId", quoted(issued.accessKeyId)),
-            ("AccessKeySecret", quoted(issued.accessKeySecret)),
-            ("SecurityToken", quoted(issued.securityToken)),
-            ("Expiration", quoted(Timestamp.iso8601(issued.claims.expiresAt))),
-        ])
+    public static func credentials(_ issued: IssuedCredentials, expiration: String? = nil) -> String {
+        var json = JSONObjectWriter()
+        json.add("StatusCode", 200)
+        json.add("AccessKeyId", issued.accessKeyId)
+        json.add("AccessKeySecret", issued.accessKeySecret)
+        json.add("SecurityToken", issued.securityToken)
+        json.add("Expiration", expiration ?? Timestamp.iso8601(issued.claims.expiresAt))
+        return json.finish()
     }
 
-    public static func error(status: Int, code: String, message: String) -> String {
-        object([("StatusCode", String(status)), ("ErrorCode", quoted(code)), ("ErrorMessage", quoted(message))])
+    static func error(status: Int, code: String, message: String) -> String {
+        var json = JSONObjectWriter()
+        json.add("StatusCode", Int64(status))
+        json.add("ErrorCode", code)
+        json.add("ErrorMessage", message)
+        return json.finish()
     }
-
-    public static func object(_ members: [(String, String)]) -> String { JSONText.object(members) }
-
-    public static func quoted(_ string: String) -> String { JSONText.quoted(string) }
 
     public static func response(_ status: HTTPResponse.Status, _ body: String) -> Response {
         Response(

@@ -51,50 +51,103 @@ public struct TokenClaims: Codable, Sendable, Equatable {
     /// Compact JSON with sorted keys, written directly: minting is on the token endpoint's hot
     /// path, and this is several times cheaper than `JSONEncoder`. `JSONDecoder` reads it back.
     var json: String {
-        var members: [(String, String)] = [("ak", JSONText.quoted(accessKeyId))]
+        var json = JSONObjectWriter()
+        json.add("ak", accessKeyId)
         if let claims {
-            members.append(("ctx", "{" + claims.sorted { $0.key < $1.key }.map { "\(JSONText.quoted($0.key)):\(JSONText.quoted($0.value))" }.joined(separator: ",") + "}"))
+            var nested = JSONObjectWriter()
+            for (name, value) in claims.sorted(by: { $0.key < $1.key }) { nested.add(name, value) }
+            json.add("ctx", raw: nested.finish())
         }
-        members.append(("exp", String(expiresAt)))
-        members.append(("iat", String(issuedAt)))
-        members.append(("role", JSONText.quoted(role)))
-        members.append(("sn", JSONText.quoted(sessionName)))
-        if let sessionPolicy { members.append(("sp", JSONText.quoted(sessionPolicy))) }
-        if let subject { members.append(("sub", JSONText.quoted(subject))) }
-        members.append(("v", String(version)))
-        return JSONText.object(members)
+        json.add("exp", expiresAt)
+        json.add("iat", issuedAt)
+        json.add("role", role)
+        json.add("sn", sessionName)
+        if let sessionPolicy { json.add("sp", sessionPolicy) }
+        if let subject { json.add("sub", subject) }
+        json.add("v", Int64(version))
+        return json.finish()
     }
 }
 
-/// JSON text written by hand where field order or speed matters.
-public enum JSONText {
-    /// An object from already-encoded member values, in the given order.
-    public static func object(_ members: [(String, String)]) -> String {
-        "{" + members.map { "\(quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+/// Whether any UTF-8 byte of `string` satisfies `predicate`, scanning its contiguous storage
+/// (several times faster than iterating `string.utf8` on the token endpoint's hot path).
+public func containsByte(_ string: String, where predicate: (UInt8) -> Bool) -> Bool {
+    var string = string
+    return string.withUTF8 { $0.contains(where: predicate) }
+}
+
+/// Writes one flat JSON object, members in the order they are added, straight into UTF-8
+/// bytes. Hand-written because the token endpoint's field order is part of its contract
+/// (`JSONEncoder` promises none) and because minting is on its hot path.
+public struct JSONObjectWriter {
+    private var bytes: [UInt8] = []
+
+    public init(capacity: Int = 256) {
+        bytes.reserveCapacity(capacity)
+        bytes.append(UInt8(ascii: "{"))
     }
 
-    /// A JSON string literal (RFC 8259 escaping).
-    public static func quoted(_ string: String) -> String {
-        // Fast path: nothing to escape (every token field, almost every message).
-        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            return "\"" + string + "\""
-        }
-        var out = "\""
-        out.reserveCapacity(string.utf8.count + 2)
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+    /// A string member (escaped per RFC 8259).
+    public mutating func add(_ name: String, _ value: String) {
+        member(name)
+        appendQuoted(value)
+    }
+
+    /// A string member, or `null`.
+    public mutating func add(_ name: String, _ value: String?) {
+        if let value { add(name, value) } else { add(name, raw: "null") }
+    }
+
+    public mutating func add(_ name: String, _ value: Int64) {
+        add(name, raw: String(value))
+    }
+
+    public mutating func add(_ name: String, _ value: Bool) {
+        add(name, raw: value ? "true" : "false")
+    }
+
+    /// A member whose value is already JSON text (a number, a nested object).
+    public mutating func add(_ name: String, raw value: String) {
+        member(name)
+        bytes.append(contentsOf: value.utf8)
+    }
+
+    public consuming func finish() -> String {
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private mutating func member(_ name: String) {
+        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
+        appendQuoted(name)
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    private mutating func appendQuoted(_ string: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { utf8 in
+            // Fast path: nothing to escape (every token field, almost every message).
+            if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                bytes.append(contentsOf: utf8)
+                return
+            }
+            for byte in utf8 {
+                switch byte {
+                case UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), byte]
+                case UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), byte]
+                case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+                case UInt8(ascii: "\r"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+                case UInt8(ascii: "\t"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+                case 0..<0x20:
+                    let hex = Array("0123456789abcdef".utf8)
+                    bytes += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                              hex[Int(byte >> 4)], hex[Int(byte & 0x0f)]]
+                default: bytes.append(byte)
+                }
             }
         }
-        return out + "\""
+        bytes.append(UInt8(ascii: "\""))
     }
 }
 

@@ -51,17 +51,17 @@ struct TokenCommand: AsyncParsableCommand {
             let tokens = try TokenService(rootSecret: root.accessKeySecret, previousSecrets: config.previousAccessKeySecrets)
             do {
                 let (claims, _) = try tokens.verify(token, now: Date())
-                print(TokenJSON.object([
-                    ("Valid", "true"),
-                    ("KeyId", TokenJSON.quoted(claims.keyId)),
-                    ("AccessKeyId", TokenJSON.quoted(claims.accessKeyId)),
-                    ("Subject", claims.subject.map(TokenJSON.quoted) ?? "null"),
-                    ("Role", TokenJSON.quoted(claims.role)),
-                    ("SessionName", TokenJSON.quoted(claims.sessionName)),
-                    ("IssuedAt", TokenJSON.quoted(Timestamp.iso8601(claims.issuedAt))),
-                    ("Expiration", TokenJSON.quoted(Timestamp.iso8601(claims.expiresAt))),
-                    ("SessionPolicy", claims.sessionPolicy.map(TokenJSON.quoted) ?? "null"),
-                ]))
+                var json = JSONObjectWriter()
+                json.add("Valid", true)
+                json.add("KeyId", claims.keyId)
+                json.add("AccessKeyId", claims.accessKeyId)
+                json.add("Subject", claims.subject)
+                json.add("Role", claims.role)
+                json.add("SessionName", claims.sessionName)
+                json.add("IssuedAt", Timestamp.iso8601(claims.issuedAt))
+                json.add("Expiration", Timestamp.iso8601(claims.expiresAt))
+                json.add("SessionPolicy", claims.sessionPolicy)
+                print(json.finish())
             } catch {
                 printError("tollgate: token refused: \(error)")
                 throw ExitCode(1)

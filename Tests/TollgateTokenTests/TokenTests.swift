@@ -110,3 +110,16 @@ func malformed(token: String) throws {
     #expect(Timestamp.iso8601(1_795_000_000) == "2026-11-18T11:06:40Z")
     #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 1.999)) == "1970-01-01T00:00:01Z")
 }
+
+@Test func jsonWriterKeepsOrderAndEscapes() throws {
+    var json = JSONObjectWriter()
+    json.add("b", "plain")
+    json.add("a", "quote\" backslash\\ newline\n tab\t bell\u{07} 你好")
+    json.add("n", Int64(-42))
+    json.add("t", true)
+    json.add("z", nil as String?)
+    let text = json.finish()
+    #expect(text.hasPrefix(#"{"b":"plain","a":"quote\" backslash\\ newline\n tab\t bell\u0007 你好","n":-42,"t":true,"z":null}"#))
+    let parsed = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+    #expect(parsed["a"] as? String == "quote\" backslash\\ newline\n tab\t bell\u{07} 你好")
+}
