@@ -8,7 +8,9 @@ public struct SignatureRequest: Sendable, Equatable {
     /// The path exactly as sent on the request line, still percent-encoded, without the query.
     public var rawPath: String
     /// The query string exactly as sent, without the leading `?` (empty when there is none).
-    public var rawQuery: String
+    public var rawQuery: String {
+        didSet { rawQueryItems = RawQueryItem.parse(rawQuery) }
+    }
     public var headers: SignatureHeaders
     /// The server's current time, used for clock skew and expiry checks.
     public var now: Date
@@ -17,6 +19,7 @@ public struct SignatureRequest: Sendable, Equatable {
         self.method = method
         self.rawPath = rawPath
         self.rawQuery = rawQuery
+        self.rawQueryItems = RawQueryItem.parse(rawQuery)
         self.headers = headers
         self.now = now
     }
@@ -31,8 +34,9 @@ public struct SignatureRequest: Sendable, Equatable {
         }
     }
 
-    /// The query parameters, split on `&` and the first `=`, still encoded, in order.
-    public var rawQueryItems: [RawQueryItem] { RawQueryItem.parse(rawQuery) }
+    /// The query parameters, split on `&` and the first `=`, still encoded, in order; parsed
+    /// once, since detection, verification and routing all read them.
+    public private(set) var rawQueryItems: [RawQueryItem]
 }
 
 /// One `name=value` pair of a query string, still percent-encoded as sent.
