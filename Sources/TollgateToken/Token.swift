@@ -186,7 +186,11 @@ public struct SigningKey: Sendable {
     }
 
     func mac(_ signedPart: Substring) throws(CryptoError) -> [UInt8] {
-        try macKey.authenticate(String(signedPart))
+        let result: Result<[UInt8], CryptoError>? = signedPart.utf8.withContiguousStorageIfAvailable { bytes in
+            Result { () throws(CryptoError) in try macKey.authenticate(UnsafeRawBufferPointer(bytes)) }
+        }
+        if let result { return try result.get() }
+        return try macKey.authenticate(String(signedPart))
     }
 
     /// The temporary secret of a token: derived from its identity, never stored.
