@@ -73,10 +73,21 @@ class Server:
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1) as response:
                     if response.status == 200:
-                        return self
+                        return self.wait_for_gateway(deadline)
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError(f"tollgate did not become healthy:\n{self.output()}")
+
+    def wait_for_gateway(self, deadline: float) -> "Server":
+        """The gateway listens on its own port, started by the same service group as the token
+        endpoint: wait until it accepts connections too."""
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.gateway_port), timeout=1):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"gateway did not listen on {self.gateway_port}:\n{self.output()}")
 
     def stop(self):
         if self.process and self.process.poll() is None:

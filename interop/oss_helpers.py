@@ -29,16 +29,6 @@ MiB = 1024 * 1024
 VERSIONS = ["v1", "v4"]
 
 
-def wait_for_gateway(server, timeout: float = 30):
-    """`Server.start` waits for the token endpoint's /healthz; wait for the gateway port too."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", server.gateway_port), timeout=1):
-                return server
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"gateway did not listen on {server.gateway_port}:\n{server.output()}")
 
 
 # MARK: Credentials

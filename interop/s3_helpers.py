@@ -25,17 +25,6 @@ REGION = "us-east-1"
 MiB = 1024 * 1024
 
 
-def wait_for_gateway(server, timeout: float = 30):
-    """`Server.start` waits for the token endpoint's /healthz; the gateway listens on its own
-    port, started by the same service group, so wait until it accepts connections too."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", server.gateway_port), timeout=1):
-                return server
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"gateway did not listen on {server.gateway_port}:\n{server.output()}")
 
 
 def endpoint_credentials(server) -> dict:
@@ -155,4 +144,4 @@ class AwsCli:
 
 __all__ = ["AwsCli", "ClientError", "MiB", "ROOT_ACCESS_KEY_ID", "TransferConfig", "endpoint_credentials",
            "error_of", "issued_credentials", "leftover_temporary_files", "object_keys", "root_client",
-           "s3_client", "sha256_file", "wait_for_gateway", "write_random_file"]
+           "s3_client", "sha256_file", "write_random_file"]

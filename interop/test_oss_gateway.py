@@ -20,8 +20,7 @@ import requests
 from conftest import ROOT_SECRET, Server
 from oss_helpers import (MiB, OTHER_BUCKET, REGION, ROOT_ACCESS_KEY_ID, VERSIONS, android_fetch,
                          assert_absent, boto3_client, captured_oss2_signing, http_date_of, iso_prefix,
-                         issue, parse_expiration, refused, root_bucket, run_skewed_client, sts_bucket,
-                         wait_for_gateway)
+                         issue, parse_expiration, refused, root_bucket, run_skewed_client, sts_bucket)
 
 
 # MARK: Fixtures
@@ -30,7 +29,6 @@ from oss_helpers import (MiB, OTHER_BUCKET, REGION, ROOT_ACCESS_KEY_ID, VERSIONS
 def oss_server():
     s = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET}).start()
     try:
-        wait_for_gateway(s)
         root_bucket(s, OTHER_BUCKET).create_bucket()
         yield s
     finally:
@@ -781,7 +779,6 @@ def test_virtual_host_addressing(monkeypatch, auth_version):
     server = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET,
                      "GatewayBaseDomain": "oss.test"}).start()
     try:
-        wait_for_gateway(server)
         real = socket.getaddrinfo
         monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: real(
             "127.0.0.1" if host == "oss.test" or str(host).endswith(".oss.test") else host, *a, **k))

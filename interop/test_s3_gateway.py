@@ -29,7 +29,7 @@ import requests
 from conftest import ROOT_SECRET, Server
 from s3_helpers import (ROOT_ACCESS_KEY_ID, AwsCli, ClientError, MiB, TransferConfig, endpoint_credentials,
                         error_of, issued_credentials, leftover_temporary_files, object_keys, root_client,
-                        s3_client, sha256_file, wait_for_gateway, write_random_file)
+                        s3_client, sha256_file, write_random_file)
 
 BUCKET = "tollgate"
 OUTSIDE = "outside-policy"
@@ -50,7 +50,6 @@ def quoted(etag: str) -> str:
 @pytest.fixture(scope="module")
 def gw():
     server = Server({"AccessKeySecret": ROOT_SECRET, "AccessKeyID": ROOT_ACCESS_KEY_ID}).start()
-    wait_for_gateway(server)
     yield server
     server.cleanup()
 
@@ -664,7 +663,6 @@ def test_virtual_host_addressing(monkeypatch):
     server = Server({"AccessKeySecret": ROOT_SECRET, "AccessKeyID": ROOT_ACCESS_KEY_ID,
                      "GatewayBaseDomain": "gw.test"}).start()
     try:
-        wait_for_gateway(server)
         real = socket.getaddrinfo
         monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: real(
             "127.0.0.1" if host == "gw.test" or str(host).endswith(".gw.test") else host, *a, **k))

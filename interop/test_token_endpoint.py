@@ -132,7 +132,7 @@ def test_reference_config_unmodified_generates_secret_once():
             '{\n  "AccessKeyID" : "",\n  "AccessKeySecret" : "",\n  "RoleArn" : "",\n'
             '  "TokenExpireTime" : "900",\n  "PolicyFile": "policy/all_policy.txt"\n}\n')
         s.config_path.write_text(reference)
-        s.port = 7080
+        s.port, s.gateway_port = 7080, 9000
         s.start()
         status, _, body = get_json(s.url + "/")
         assert status == 200 and SHAPE.match(body)
