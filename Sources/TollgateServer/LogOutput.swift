@@ -78,12 +78,13 @@ public final class LogOutput: Sendable {
 
             var line: [UInt8] = []
             line.reserveCapacity(320)
-            LogOutput.append(LogOutput.timestamp(), to: &line)
+            LogOutput.appendTimestamp(to: &line)
             line.append(UInt8(ascii: " "))
             LogOutput.append(event.level.rawValue, to: &line)
             line.append(UInt8(ascii: " "))
             LogOutput.append(label, to: &line)
-            line += [UInt8(ascii: ":"), UInt8(ascii: " ")]
+            line.append(UInt8(ascii: ":"))
+            line.append(UInt8(ascii: " "))
             LogOutput.append(event.message.description, to: &line)
             for (key, value) in fields {
                 line.append(UInt8(ascii: " "))
@@ -95,7 +96,7 @@ public final class LogOutput: Sendable {
                 case .stringConvertible(let convertible): text = convertible.description
                 default: text = value.description
                 }
-                LogOutput.append(LogOutput.quoteIfNeeded(text), to: &line)
+                LogOutput.appendValue(text, to: &line)
             }
             output.append(line)
         }
@@ -106,6 +107,18 @@ public final class LogOutput: Sendable {
         string.withUTF8 { bytes.append(contentsOf: $0) }
     }
 
+    /// A value as is, or quoted when it holds spaces, quotes or `=`.
+    static func appendValue(_ value: String, to bytes: inout [UInt8]) {
+        var value = value
+        value.withUTF8 { utf8 in
+            if !utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") }) {
+                bytes.append(contentsOf: utf8)
+            } else {
+                append(quoteIfNeeded(String(decoding: utf8, as: UTF8.self)), to: &bytes)
+            }
+        }
+    }
+
     static func quoteIfNeeded(_ value: String) -> String {
         containsByte(value, where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") })
             ? "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
@@ -114,24 +127,29 @@ public final class LogOutput: Sendable {
     }
 
     /// The formatted date and time of the current second, reused within that second.
-    private static let secondCache = Mutex<(seconds: Int, text: String)>((-1, ""))
+    private static let secondCache = Mutex<(seconds: Int, prefix: [UInt8])>((-1, []))
 
     /// UTC time with milliseconds, `2026-11-22T05:02:40.123Z`.
-    static func timestamp() -> String {
+    static func appendTimestamp(to bytes: inout [UInt8]) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let seconds = now.tv_sec
-        let prefix = secondCache.withLock { cache -> String in
-            if cache.seconds == seconds { return cache.text }
+        let prefix = secondCache.withLock { cache -> [UInt8] in
+            if cache.seconds == seconds { return cache.prefix }
             var time = seconds
             var parts = tm()
             gmtime_r(&time, &parts)
             let text = "\(parts.tm_year + 1900)-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))T"
                 + "\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2))."
-            cache = (seconds, text)
-            return text
+            cache = (seconds, Array(text.utf8))
+            return cache.prefix
         }
-        return prefix + pad(now.tv_nsec / 1_000_000, 3) + "Z"
+        bytes.append(contentsOf: prefix)
+        let millis = now.tv_nsec / 1_000_000
+        bytes.append(UInt8(ascii: "0") + UInt8(millis / 100))
+        bytes.append(UInt8(ascii: "0") + UInt8(millis / 10 % 10))
+        bytes.append(UInt8(ascii: "0") + UInt8(millis % 10))
+        bytes.append(UInt8(ascii: "Z"))
     }
 
     private static func pad(_ n: Int, _ width: Int) -> String {
