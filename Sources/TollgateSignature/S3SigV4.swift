@@ -204,22 +204,11 @@ public enum S3SigV4 {
         }
         guard let payload = S3PayloadMode(headerValue: contentSHA) else { throw .invalidContentSHA256(contentSHA) }
 
-        let token = request.headers["x-amz-security-token"]
-        let secret = try lookupSecret(credential.accessKeyId, token: token, lookup: lookup)
-        let canonical = canonicalRequest(method: request.method, rawPath: request.rawPath, query: query,
-                                         excludingSignature: false, headers: request.headers,
-                                         signedHeaders: signedHeaders, payloadHash: contentSHA)
-        let stringToSign = self.stringToSign(timestamp: timestamp, scope: credential.scope, canonicalRequest: canonical)
-        let key = try signingKey(secret: secret, date: credential.date, region: credential.region)
-        try checkSignature(key: key, stringToSign: stringToSign, provided: signature,
-                           accessKeyId: credential.accessKeyId, canonicalRequest: canonical)
-
-        let identity = VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .s3SigV4, securityToken: token,
-                                        presigned: false, region: credential.region, signedHeaders: signedHeaders,
-                                        requestTime: requestTime, expires: nil)
-        let context = ChunkSigningContext(accessKeyId: credential.accessKeyId, signingKey: key, timestamp: timestamp, scope: credential.scope,
-                                          seedSignature: signature.lowercased())
-        return try finishPayload(request, identity: identity, payload: payload, chunkSigning: context)
+        return try verifySignature(
+            request, query: query, presigned: false, credential: credential, timestamp: timestamp,
+            requestTime: requestTime, expires: nil, signedHeaders: signedHeaders, signature: signature,
+            token: request.headers["x-amz-security-token"], payloadHash: contentSHA, payload: payload, lookup: lookup
+        )
     }
 
     // MARK: Presigned
@@ -282,25 +271,38 @@ public enum S3SigV4 {
             throw .invalidRequest("Chunk signatures are not supported with presigned requests")
         }
 
-        let queryToken = query.first(named: "X-Amz-Security-Token")
-        let token = queryToken ?? request.headers["x-amz-security-token"]
+        return try verifySignature(
+            request, query: query, presigned: true, credential: credential, timestamp: dateValue,
+            requestTime: requestTime, expires: expires, signedHeaders: signedHeaders, signature: signature,
+            token: query.first(named: "X-Amz-Security-Token") ?? request.headers["x-amz-security-token"],
+            payloadHash: payloadHash, payload: payload, lookup: lookup
+        )
+    }
+
+    // MARK: Shared steps
+
+    /// The common end of both forms: the secret, the canonical request (without
+    /// `X-Amz-Signature` for presigned requests), the signature check, and the payload mode.
+    static func verifySignature(
+        _ request: SignatureRequest, query: [RawQueryItem], presigned: Bool, credential: Credential, timestamp: String,
+        requestTime: Date, expires: Date?, signedHeaders: [String], signature: String, token: String?,
+        payloadHash: String, payload: S3PayloadMode, lookup: SecretLookup
+    ) throws(S3AuthError) -> S3VerifiedRequest {
         let secret = try lookupSecret(credential.accessKeyId, token: token, lookup: lookup)
         let canonical = canonicalRequest(method: request.method, rawPath: request.rawPath, query: query,
-                                         excludingSignature: true, headers: request.headers,
+                                         excludingSignature: presigned, headers: request.headers,
                                          signedHeaders: signedHeaders, payloadHash: payloadHash)
-        let stringToSign = self.stringToSign(timestamp: dateValue, scope: credential.scope, canonicalRequest: canonical)
+        let stringToSign = self.stringToSign(timestamp: timestamp, scope: credential.scope, canonicalRequest: canonical)
         let key = try signingKey(secret: secret, date: credential.date, region: credential.region)
         try checkSignature(key: key, stringToSign: stringToSign, provided: signature,
                            accessKeyId: credential.accessKeyId, canonicalRequest: canonical)
         let identity = VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .s3SigV4, securityToken: token,
-                                        presigned: true, region: credential.region, signedHeaders: signedHeaders,
+                                        presigned: presigned, region: credential.region, signedHeaders: signedHeaders,
                                         requestTime: requestTime, expires: expires)
-        let context = ChunkSigningContext(accessKeyId: credential.accessKeyId, signingKey: key, timestamp: dateValue, scope: credential.scope,
-                                          seedSignature: signature.lowercased())
+        let context = ChunkSigningContext(accessKeyId: credential.accessKeyId, signingKey: key, timestamp: timestamp,
+                                          scope: credential.scope, seedSignature: signature.lowercased())
         return try finishPayload(request, identity: identity, payload: payload, chunkSigning: context)
     }
-
-    // MARK: Shared steps
 
     /// `host` must always be signed; with `requireAmz`, so must every `x-amz-*` header present.
     static func checkSignedHeaderCoverage(_ headers: SignatureHeaders, signedHeaders: [String], requireAmz: Bool) throws(S3AuthError) {
