@@ -3,47 +3,33 @@ import TollgateCrypto
 // CRC32 (IEEE), CRC32C (Castagnoli) and CRC64/NVME are written here, table-driven, because
 // libcrypto offers no CRC through its EVP API. SHA-1 and SHA-256 go through TollgateCrypto.
 
-/// A reflected table-driven CRC over 32 bits (`poly` in reflected form).
-struct CRC32Engine: Sendable {
-    let table: [UInt32]
+/// A reflected, table-driven CRC over 32 or 64 bits (`poly` in reflected form).
+struct ReflectedCRC<Word: FixedWidthInteger & UnsignedInteger & Sendable>: Sendable {
+    let table: [Word]
 
-    init(reflectedPolynomial poly: UInt32) {
-        table = (0..<256).map { n -> UInt32 in
-            var c = UInt32(n)
+    init(reflectedPolynomial poly: Word) {
+        table = (0..<256).map { n -> Word in
+            var c = Word(n)
             for _ in 0..<8 { c = c & 1 != 0 ? (c >> 1) ^ poly : c >> 1 }
             return c
         }
     }
 
-    func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    func update(_ crc: Word, _ bytes: UnsafeRawBufferPointer) -> Word {
         var c = ~crc
-        for byte in bytes { c = table[Int((c ^ UInt32(byte)) & 0xff)] ^ (c >> 8) }
+        for byte in bytes { c = table[Int(truncatingIfNeeded: (c ^ Word(byte)) & 0xff)] ^ (c >> 8) }
         return ~c
     }
-
-    static let ieee = CRC32Engine(reflectedPolynomial: 0xEDB8_8320)
-    static let castagnoli = CRC32Engine(reflectedPolynomial: 0x82F6_3B78)
 }
 
-/// CRC-64/NVME (the `x-amz-checksum-crc64nvme` algorithm), reflected polynomial 0x9A6C9329AC4BC9B5.
-struct CRC64Engine: Sendable {
-    let table: [UInt64]
+extension ReflectedCRC where Word == UInt32 {
+    static let ieee = ReflectedCRC(reflectedPolynomial: 0xEDB8_8320)
+    static let castagnoli = ReflectedCRC(reflectedPolynomial: 0x82F6_3B78)
+}
 
-    init(reflectedPolynomial poly: UInt64) {
-        table = (0..<256).map { n -> UInt64 in
-            var c = UInt64(n)
-            for _ in 0..<8 { c = c & 1 != 0 ? (c >> 1) ^ poly : c >> 1 }
-            return c
-        }
-    }
-
-    func update(_ crc: UInt64, _ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var c = ~crc
-        for byte in bytes { c = table[Int((c ^ UInt64(byte)) & 0xff)] ^ (c >> 8) }
-        return ~c
-    }
-
-    static let nvme = CRC64Engine(reflectedPolynomial: 0x9A6C_9329_AC4B_C9B5)
+extension ReflectedCRC where Word == UInt64 {
+    /// CRC-64/NVME (the `x-amz-checksum-crc64nvme` algorithm).
+    static let nvme = ReflectedCRC(reflectedPolynomial: 0x9A6C_9329_AC4B_C9B5)
 }
 
 /// The S3 additional-checksum algorithms (`x-amz-checksum-*`, `x-amz-trailer`).
@@ -114,9 +100,9 @@ public final class StreamingChecksum {
 
     public func update(_ bytes: UnsafeRawBufferPointer) throws(CryptoError) {
         switch algorithm {
-        case .crc32: crc32 = CRC32Engine.ieee.update(crc32, bytes)
-        case .crc32c: crc32 = CRC32Engine.castagnoli.update(crc32, bytes)
-        case .crc64nvme: crc64 = CRC64Engine.nvme.update(crc64, bytes)
+        case .crc32: crc32 = ReflectedCRC<UInt32>.ieee.update(crc32, bytes)
+        case .crc32c: crc32 = ReflectedCRC<UInt32>.castagnoli.update(crc32, bytes)
+        case .crc64nvme: crc64 = ReflectedCRC<UInt64>.nvme.update(crc64, bytes)
         case .sha1, .sha256: try digest!.update(bytes)
         }
     }

@@ -300,15 +300,11 @@ public enum OSSSignature {
             throw .invalidArgument(message: "The date in Credential does not match x-oss-date.", name: "Credential", value: credentialValue)
         }
         try checkSkew(requestTime, now: request.now)
-        let additional = parseAdditionalHeaders(fields["AdditionalHeaders"])
-        let secret = try lookupSecret(credential.accessKeyId, token: token, dialect: .ossV4, lookup: lookup)
-        let canonical = canonicalRequestV4(method: request.method, bucket: bucket, key: key, query: query,
-                                           headers: request.headers, additionalHeaders: additional, presigned: false)
-        try checkV4(secret: secret, credential: credential, timestamp: timestamp, canonicalRequest: canonical, provided: signature)
-        return VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .ossV4, securityToken: token, presigned: false,
-                                region: credential.region,
-                                signedHeaders: v4SignedHeaderNames(request.headers, additional: additional),
-                                requestTime: requestTime, expires: nil)
+        return try verifyV4Signature(
+            request, query: query, bucket: bucket, key: key, token: token, credential: credential, timestamp: timestamp,
+            requestTime: requestTime, expires: nil, additionalHeaders: fields["AdditionalHeaders"], signature: signature,
+            lookup: lookup
+        )
     }
 
     static func verifyV4Query(_ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?,
@@ -336,12 +332,26 @@ public enum OSSSignature {
         }
         let expires = requestTime.addingTimeInterval(TimeInterval(seconds))
         if request.now > expires { throw .requestExpired(expires: expires, serverTime: request.now) }
-        let additional = parseAdditionalHeaders(query.first(named: "x-oss-additional-headers"))
+        return try verifyV4Signature(
+            request, query: query, bucket: bucket, key: key, token: token, credential: credential, timestamp: timestamp,
+            requestTime: requestTime, expires: expires, additionalHeaders: query.first(named: "x-oss-additional-headers"),
+            signature: signature, lookup: lookup
+        )
+    }
+
+    /// The common end of both V4 forms; a request with an expiry is presigned.
+    static func verifyV4Signature(
+        _ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?, token: String?,
+        credential: V4Credential, timestamp: String, requestTime: Date, expires: Date?, additionalHeaders: String?,
+        signature: String, lookup: SecretLookup
+    ) throws(OSSAuthError) -> VerifiedIdentity {
+        let presigned = expires != nil
+        let additional = parseAdditionalHeaders(additionalHeaders)
         let secret = try lookupSecret(credential.accessKeyId, token: token, dialect: .ossV4, lookup: lookup)
         let canonical = canonicalRequestV4(method: request.method, bucket: bucket, key: key, query: query,
-                                           headers: request.headers, additionalHeaders: additional, presigned: true)
+                                           headers: request.headers, additionalHeaders: additional, presigned: presigned)
         try checkV4(secret: secret, credential: credential, timestamp: timestamp, canonicalRequest: canonical, provided: signature)
-        return VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .ossV4, securityToken: token, presigned: true,
+        return VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .ossV4, securityToken: token, presigned: presigned,
                                 region: credential.region,
                                 signedHeaders: v4SignedHeaderNames(request.headers, additional: additional),
                                 requestTime: requestTime, expires: expires)
