@@ -167,22 +167,43 @@ public struct ObjectBody: AsyncSequence, Sendable {
     let range: Range<Int64>
     let chunkSize: Int
 
-    init(file: FileDescriptor?, range: Range<Int64>, chunkSize: Int) {
+    /// A body read from `file` in chunks of `chunkSize` as it is consumed. A range that fits in
+    /// one chunk is read at once, so that small objects are answered with a single write and
+    /// their descriptor is closed before the response starts.
+    init(file: FileDescriptor, range: Range<Int64>, chunkSize: Int) throws(StoreError) {
+        if range.count <= Int64(chunkSize) {
+            self.init(buffers: range.isEmpty ? [] : [try Self.readChunk(file, at: range.lowerBound, count: Int(range.count))])
+        } else {
+            self.init(file: file, buffers: [], range: range, chunkSize: chunkSize)
+        }
+    }
+
+    /// An in-memory body.
+    public init(buffers: [ByteBuffer]) {
+        self.init(file: nil, buffers: buffers, range: 0..<Int64(buffers.reduce(0) { $0 + $1.readableBytes }), chunkSize: 0)
+    }
+
+    private init(file: FileDescriptor?, buffers: [ByteBuffer], range: Range<Int64>, chunkSize: Int) {
         self.file = file
-        self.buffers = []
+        self.buffers = buffers
         self.range = range
         self.chunkSize = chunkSize
     }
 
-    /// An in-memory body, for test doubles of `ObjectStore`.
-    public init(buffers: [ByteBuffer]) {
-        self.file = nil
-        self.buffers = buffers
-        self.range = 0..<Int64(buffers.reduce(0) { $0 + $1.readableBytes })
-        self.chunkSize = 0
-    }
-
     public var count: Int64 { range.upperBound - range.lowerBound }
+
+    /// The whole body, when it is already in memory as a single buffer.
+    public var singleBuffer: ByteBuffer? { file == nil && buffers.count == 1 ? buffers[0] : nil }
+
+    static func readChunk(_ file: FileDescriptor, at offset: Int64, count: Int) throws(StoreError) -> ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: count)
+        let got = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { (pointer) throws(StoreError) -> Int in
+            try Posix.preadFully(file.fd, UnsafeMutableRawBufferPointer(rebasing: pointer[0..<count]), at: offset)
+        }
+        // The committed size is the truth; a shorter file means the storage was damaged.
+        guard got == count else { throw StoreError.internal("object file shorter than its committed size") }
+        return buffer
+    }
 
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(file: file, buffers: buffers[...], offset: range.lowerBound, end: range.upperBound, chunkSize: chunkSize)
@@ -194,21 +215,14 @@ public struct ObjectBody: AsyncSequence, Sendable {
         var offset: Int64
         let end: Int64
         let chunkSize: Int
-        let allocator = ByteBufferAllocator()
 
         public mutating func next() async throws -> ByteBuffer? {
             guard let file else { return buffers.popFirst() }
             guard offset < end else { return nil }
             try Task.checkCancellation()
-            let want = Int(Swift.min(Int64(chunkSize), end - offset))
-            var buffer = allocator.buffer(capacity: want)
-            let at = offset
-            let got = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { pointer in
-                try Posix.preadFully(file.fd, UnsafeMutableRawBufferPointer(rebasing: pointer[0..<want]), at: at)
-            }
-            // The committed size is the truth; a shorter file means the storage was damaged.
-            guard got == want else { throw StoreError.internal("object file shorter than its committed size") }
-            offset += Int64(got)
+            let count = Int(Swift.min(Int64(chunkSize), end - offset))
+            let buffer = try ObjectBody.readChunk(file, at: offset, count: count)
+            offset += Int64(count)
             return buffer
         }
     }

@@ -34,15 +34,18 @@ public final class LocalObjectStore: ObjectStore {
         public var minimumPartSize: Int64
         /// Size of the buffers `getObject` streams.
         public var readChunkSize: Int
+        /// Object rows kept in memory for GET and HEAD (0: none).
+        public var cachedObjects: Int
         public var now: @Sendable () -> Date
 
         public init(
             directory: String, minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024,
-            now: @escaping @Sendable () -> Date = { Date() }
+            cachedObjects: Int = 8192, now: @escaping @Sendable () -> Date = { Date() }
         ) {
             self.directory = directory
             self.minimumPartSize = minimumPartSize
             self.readChunkSize = readChunkSize
+            self.cachedObjects = cachedObjects
             self.now = now
         }
     }
@@ -59,11 +62,13 @@ public final class LocalObjectStore: ObjectStore {
     let layout: StorageLayout
     let pool: DatabasePool
     let appendLocks = KeyedLock()
+    let objectCache: ObjectInfoCache
     public let recovery: RecoveryReport
 
     /// Opens (creating if needed) the store and runs crash recovery. Call before serving.
     public init(configuration: Configuration) throws {
         self.configuration = configuration
+        objectCache = ObjectInfoCache(capacity: configuration.cachedObjects)
         let root = URL(fileURLWithPath: configuration.directory).standardizedFileURL.path
         layout = StorageLayout(root: root)
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -126,8 +131,10 @@ public final class LocalObjectStore: ObjectStore {
 
     // MARK: Database helpers
 
-    /// Runs a write transaction; database failures become `StoreError.internal`.
+    /// Runs a write transaction; database failures become `StoreError.internal`. Every write
+    /// ends by emptying the object cache, before the caller deletes any replaced file.
     func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        defer { objectCache.invalidate() }
         do { return try await pool.write(updates) } catch let error as StoreError { throw error } catch let error as DatabaseError {
             throw StoreError.internal("database: \(error.message ?? error.description)")
         }
@@ -370,7 +377,12 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func headObject(bucket: String, key: String) async throws -> ObjectInfo {
-        if let info = try lookup({ db in try Self.fetchObject(db, bucket, key) }) { return info }
+        let cached = objectCache.get(bucket: bucket, key: key)
+        if let info = cached.info { return info }
+        if let info = try lookup({ db in try Self.fetchObject(db, bucket, key) }) {
+            objectCache.fill(info, generation: cached.generation)
+            return info
+        }
         return try await read { db in
             if let info = try Self.fetchObject(db, bucket, key) { return info }
             try Self.requireBucket(db, bucket)
@@ -390,7 +402,7 @@ public final class LocalObjectStore: ObjectStore {
                 if errno == ENOENT { continue }
                 throw Posix.failure("open")
             }
-            let body = ObjectBody(file: FileDescriptor(fd), range: served, chunkSize: configuration.readChunkSize)
+            let body = try ObjectBody(file: FileDescriptor(fd), range: served, chunkSize: configuration.readChunkSize)
             return ObjectRead(info: info, range: served, isPartial: range != nil, body: body)
         }
         throw StoreError.internal("object kept changing while being opened")

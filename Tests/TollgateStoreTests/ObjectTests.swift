@@ -69,6 +69,23 @@ import TollgateCrypto
         #expect(try await string(read.body) == "old-version-bytes")
     }
 
+    /// A range that fits in one read chunk is read when the object is opened, so the response
+    /// can go out in one write; a larger one streams chunk by chunk.
+    @Test func smallBodiesAreReadAtOpenLargeOnesStream() async throws {
+        let box = try Sandbox()
+        let store = try box.open(readChunkSize: 8)
+        try await store.createBucket("bkt")
+        try await store.put("bkt", "small", "12345678")
+        try await store.put("bkt", "large", "123456789")
+        let small = try await store.getObject(bucket: "bkt", key: "small", range: nil)
+        #expect(small.body.singleBuffer.map { String(buffer: $0) } == "12345678")
+        let large = try await store.getObject(bucket: "bkt", key: "large", range: nil)
+        #expect(large.body.singleBuffer == nil)
+        #expect(try await string(large.body) == "123456789")
+        let ranged = try await store.getObject(bucket: "bkt", key: "large", range: ByteRange.parse("bytes=1-3"))
+        #expect(ranged.body.singleBuffer.map { String(buffer: $0) } == "234")
+    }
+
     @Test(arguments: [
         ("bytes=0-4", "01234", true),
         ("bytes=6-", "6789", true),

@@ -30,7 +30,9 @@ extension Gateway {
         applyResponseOverrides(call, to: &headers)
         headers[.contentLength] = String(read.contentLength)
         if read.isPartial { headers[.contentRange] = read.contentRange }
-        return Response(status: read.isPartial ? .partialContent : .ok, headers: headers, body: ResponseBody(asyncSequence: read.body))
+        // A body already in memory goes out with its head in one write; larger ones stream.
+        let body = read.body.singleBuffer.map { ResponseBody(byteBuffer: $0) } ?? ResponseBody(asyncSequence: read.body)
+        return Response(status: read.isPartial ? .partialContent : .ok, headers: headers, body: body)
     }
 
     /// OSS GetObjectMeta: ETag, size and time only.
