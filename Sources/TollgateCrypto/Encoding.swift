@@ -4,12 +4,21 @@ public enum Hex {
 
     public static func encode<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
         var out = [UInt8]()
-        out.reserveCapacity(bytes.underestimatedCount * 2)
+        append(bytes, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the lower-case hex of `bytes` to `out`.
+    public static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
+        append(bytes[...], to: &out)
+    }
+
+    public static func append<Bytes: Sequence<UInt8>>(_ bytes: Bytes, to out: inout [UInt8]) {
+        out.reserveCapacity(out.count + bytes.underestimatedCount * 2)
         for byte in bytes {
             out.append(digits[Int(byte >> 4)])
             out.append(digits[Int(byte & 0x0f)])
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Decodes lower- or upper-case hex; nil for odd length or a non-hex character.

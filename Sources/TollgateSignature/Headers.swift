@@ -7,7 +7,7 @@ public struct SignatureHeaders: Sendable, Equatable, ExpressibleByDictionaryLite
     public init() { fields = [] }
 
     public init<S: Sequence>(_ pairs: S) where S.Element == (String, String) {
-        fields = pairs.map { (name: $0.0.lowercased(), value: $0.1) }
+        fields = pairs.map { (name: Self.lowercased($0.0), value: $0.1) }
     }
 
     public init(dictionaryLiteral elements: (String, String)...) {
@@ -15,11 +15,11 @@ public struct SignatureHeaders: Sendable, Equatable, ExpressibleByDictionaryLite
     }
 
     public mutating func add(name: String, value: String) {
-        fields.append((name: name.lowercased(), value: value))
+        fields.append((name: Self.lowercased(name), value: value))
     }
 
     public mutating func remove(name: String) {
-        let lower = name.lowercased()
+        let lower = Self.lowercased(name)
         fields.removeAll { $0.name == lower }
     }
 
@@ -31,20 +31,33 @@ public struct SignatureHeaders: Sendable, Equatable, ExpressibleByDictionaryLite
 
     /// The first value of `name`, if any.
     public subscript(name: String) -> String? {
-        let lower = name.lowercased()
+        let lower = Self.lowercased(name)
         return fields.first { $0.name == lower }?.value
     }
 
     /// All values of `name`, in the order received.
     public func values(_ name: String) -> [String] {
-        let lower = name.lowercased()
-        return fields.filter { $0.name == lower }.map(\.value)
+        var values: [String] = []
+        forEachValue(name) { values.append($0) }
+        return values
+    }
+
+    /// Calls `body` with each value of `name`, in the order received.
+    public func forEachValue(_ name: String, _ body: (String) -> Void) {
+        let lower = Self.lowercased(name)
+        for field in fields where field.name == lower { body(field.value) }
     }
 
     public func contains(_ name: String) -> Bool { self[name] != nil }
 
     /// The distinct lowercased names present.
     public var names: Set<String> { Set(fields.map(\.name)) }
+
+    /// Header names are ASCII; most arrive lower-case already (HTTP/2 and HTTPTypes make them
+    /// so), and then no new string is made.
+    static func lowercased(_ name: String) -> String {
+        name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? name.lowercased() : name
+    }
 
     public static func == (lhs: SignatureHeaders, rhs: SignatureHeaders) -> Bool {
         lhs.fields.elementsEqual(rhs.fields) { $0.name == $1.name && $0.value == $1.value }

@@ -18,15 +18,7 @@ public enum PercentEncoding {
     public static func encode<Bytes: Sequence<UInt8>>(_ bytes: Bytes, keepSlash: Bool = false) -> String {
         var out = [UInt8]()
         out.reserveCapacity(bytes.underestimatedCount)
-        for c in bytes {
-            if isUnreserved(c) || (keepSlash && c == UInt8(ascii: "/")) {
-                out.append(c)
-            } else {
-                out.append(UInt8(ascii: "%"))
-                out.append(hexDigits[Int(c >> 4)])
-                out.append(hexDigits[Int(c & 0x0f)])
-            }
-        }
+        for c in bytes { appendEncoded(c, to: &out, keepSlash: keepSlash) }
         return String(decoding: out, as: UTF8.self)
     }
 
@@ -34,33 +26,66 @@ public enum PercentEncoding {
         encode(string.utf8, keepSlash: keepSlash)
     }
 
+    @inline(__always)
+    static func appendEncoded(_ c: UInt8, to out: inout [UInt8], keepSlash: Bool) {
+        if isUnreserved(c) || (keepSlash && c == UInt8(ascii: "/")) {
+            out.append(c)
+        } else {
+            out.append(UInt8(ascii: "%"))
+            out.append(hexDigits[Int(c >> 4)])
+            out.append(hexDigits[Int(c & 0x0f)])
+        }
+    }
+
     /// Decodes `%XX` escapes to bytes. A `%` not followed by two hex digits is kept literally
     /// (as S3 and OSS do). `+` becomes a space only with `plusIsSpace` (query strings, which
     /// HTTP libraries such as Python's requests form-encode); in paths it is a literal plus.
     public static func decodeBytes(_ string: some StringProtocol, plusIsSpace: Bool = false) -> [UInt8] {
-        let utf8 = Array(string.utf8)
         var out = [UInt8]()
-        out.reserveCapacity(utf8.count)
-        var i = 0
-        while i < utf8.count {
-            if utf8[i] == UInt8(ascii: "%"), i + 2 < utf8.count,
-               let high = hexValue(utf8[i + 1]), let low = hexValue(utf8[i + 2]) {
-                out.append(high << 4 | low)
-                i += 3
-            } else if plusIsSpace && utf8[i] == UInt8(ascii: "+") {
-                out.append(UInt8(ascii: " "))
-                i += 1
-            } else {
-                out.append(utf8[i])
-                i += 1
-            }
-        }
+        out.reserveCapacity(string.utf8.count)
+        forEachDecoded(string.utf8, plusIsSpace: plusIsSpace) { out.append($0) }
         return out
     }
 
     /// Decodes to a String; invalid UTF-8 is replaced (U+FFFD).
     public static func decode(_ string: some StringProtocol, plusIsSpace: Bool = false) -> String {
-        String(decoding: decodeBytes(string, plusIsSpace: plusIsSpace), as: UTF8.self)
+        if !needsDecoding(string.utf8, plusIsSpace: plusIsSpace) { return String(string) }
+        return String(decoding: decodeBytes(string, plusIsSpace: plusIsSpace), as: UTF8.self)
+    }
+
+    /// The canonical form SigV4 signs for an encoded component: decoded once, then encoded
+    /// (`UriEncode`), appended to `out` in one pass.
+    static func appendCanonical(_ utf8: some Collection<UInt8>, plusIsSpace: Bool, keepSlash: Bool = false, to out: inout [UInt8]) {
+        forEachDecoded(utf8, plusIsSpace: plusIsSpace) { appendEncoded($0, to: &out, keepSlash: keepSlash) }
+    }
+
+    static func needsDecoding(_ utf8: some Collection<UInt8>, plusIsSpace: Bool) -> Bool {
+        utf8.contains { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }
+    }
+
+    @inline(__always)
+    static func forEachDecoded<C: Collection<UInt8>>(_ utf8: C, plusIsSpace: Bool, _ body: (UInt8) -> Void) {
+        var i = utf8.startIndex
+        while i != utf8.endIndex {
+            let c = utf8[i]
+            if c == UInt8(ascii: "%") {
+                let first = utf8.index(after: i)
+                if first != utf8.endIndex, let high = hexValue(utf8[first]) {
+                    let second = utf8.index(after: first)
+                    if second != utf8.endIndex, let low = hexValue(utf8[second]) {
+                        body(high << 4 | low)
+                        i = utf8.index(after: second)
+                        continue
+                    }
+                }
+                body(c)
+            } else if plusIsSpace && c == UInt8(ascii: "+") {
+                body(UInt8(ascii: " "))
+            } else {
+                body(c)
+            }
+            i = utf8.index(after: i)
+        }
     }
 
     private static func hexValue(_ c: UInt8) -> UInt8? {

@@ -130,13 +130,22 @@ public enum S3SigV4 {
     }
 
     static func parseCredential(_ value: String) -> Credential? {
-        let parts = value.split(separator: "/", omittingEmptySubsequences: false)
+        let parts = value.splitASCII(UInt8(ascii: "/"))
         guard parts.count >= 5, parts[parts.count - 1] == terminator else { return nil }
         let accessKeyId = parts[0..<(parts.count - 4)].joined(separator: "/")
         let date = String(parts[parts.count - 4])
         guard !accessKeyId.isEmpty, date.utf8.count == 8, date.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
         return Credential(accessKeyId: accessKeyId, date: date,
                           region: String(parts[parts.count - 3]), service: String(parts[parts.count - 2]))
+    }
+
+    /// `host;x-amz-date`: non-empty, lower-case names; nil otherwise.
+    static func parseSignedHeaders(_ value: String) -> [String]? {
+        let names = value.splitASCII(UInt8(ascii: ";"))
+        for name in names where name.isEmpty || name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
+            return nil
+        }
+        return names.map(String.init)
     }
 
     /// Splits `Key=value, Key2=value2` (after the algorithm) into a dictionary.
@@ -170,8 +179,7 @@ public enum S3SigV4 {
         guard credential.service == service else {
             throw .authorizationHeaderMalformed("incorrect service \"\(credential.service)\". This endpoint belongs to \"s3\".")
         }
-        let signedHeaders = signedValue.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
-        guard !signedHeaders.isEmpty, signedHeaders.allSatisfy({ !$0.isEmpty && $0 == $0.lowercased() }) else {
+        guard let signedHeaders = parseSignedHeaders(signedValue) else {
             throw .authorizationHeaderMalformed("the SignedHeaders are mal-formed.")
         }
 
@@ -248,8 +256,7 @@ public enum S3SigV4 {
         guard expiresSeconds <= maxPresignedExpires else {
             throw .authorizationQueryParametersError("X-Amz-Expires must be less than a week (in seconds) that is; the maximum expires is 604800 seconds")
         }
-        let signedHeaders = signedValue.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
-        guard !signedHeaders.isEmpty, signedHeaders.allSatisfy({ !$0.isEmpty && $0 == $0.lowercased() }) else {
+        guard let signedHeaders = parseSignedHeaders(signedValue) else {
             throw .authorizationQueryParametersError("Error parsing the X-Amz-SignedHeaders parameter.")
         }
         if requestTime.timeIntervalSince(request.now) > maxClockSkewSeconds {
@@ -299,8 +306,10 @@ public enum S3SigV4 {
         let identity = VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .s3SigV4, securityToken: token,
                                         presigned: presigned, region: credential.region, signedHeaders: signedHeaders,
                                         requestTime: requestTime, expires: expires)
-        let context = ChunkSigningContext(accessKeyId: credential.accessKeyId, signingKey: key, timestamp: timestamp,
-                                          scope: credential.scope, seedSignature: signature.lowercased())
+        let context = payload.hasChunkSignatures
+            ? ChunkSigningContext(accessKeyId: credential.accessKeyId, signingKey: key, timestamp: timestamp,
+                                  scope: credential.scope, seedSignature: signature.lowercased())
+            : nil
         return try finishPayload(request, identity: identity, payload: payload, chunkSigning: context)
     }
 
@@ -325,18 +334,21 @@ public enum S3SigV4 {
         }
     }
 
-    static func checkSignature(key: [UInt8], stringToSign: String, provided: String, accessKeyId: String,
-                               canonicalRequest: String) throws(S3AuthError) {
-        let expected: String
-        do { expected = Hex.encode(try Crypto.hmacSHA256(key: key, stringToSign)) } catch { throw .internalError }
-        guard Crypto.constantTimeEqual(expected, provided.lowercased()) else {
-            throw .signatureDoesNotMatch(SignatureMismatch(accessKeyId: accessKeyId, stringToSign: stringToSign,
-                                                             signatureProvided: provided, canonicalRequest: canonicalRequest))
+    /// Compares the provided hex signature (either case) with the HMAC of `stringToSign`, in
+    /// constant time. The strings for the error body are built only when they differ.
+    static func checkSignature(key: [UInt8], stringToSign: [UInt8], provided: String, accessKeyId: String,
+                               canonicalRequest: [UInt8]) throws(S3AuthError) {
+        let expected: [UInt8]
+        do { expected = try Crypto.hmacSHA256(key: key, data: stringToSign) } catch { throw .internalError }
+        guard let providedBytes = Hex.decode(provided), Crypto.constantTimeEqual(expected, providedBytes) else {
+            throw .signatureDoesNotMatch(SignatureMismatch(
+                accessKeyId: accessKeyId, stringToSign: String(decoding: stringToSign, as: UTF8.self),
+                signatureProvided: provided, canonicalRequest: String(decoding: canonicalRequest, as: UTF8.self)))
         }
     }
 
     static func finishPayload(_ request: SignatureRequest, identity: VerifiedIdentity, payload: S3PayloadMode,
-                              chunkSigning: ChunkSigningContext) throws(S3AuthError) -> S3VerifiedRequest {
+                              chunkSigning: ChunkSigningContext?) throws(S3AuthError) -> S3VerifiedRequest {
         var decodedLength: Int?
         var trailer: ChecksumAlgorithm?
         if payload.isChunked {
@@ -363,11 +375,12 @@ public enum S3SigV4 {
         }
         return S3VerifiedRequest(identity: identity, payload: payload, decodedContentLength: decodedLength,
                                  trailerChecksum: trailer, headerChecksum: headerChecksum, contentMD5: md5,
-                                 chunkSigning: payload.hasChunkSignatures ? chunkSigning : nil)
+                                 chunkSigning: chunkSigning)
     }
 
     /// The single `x-amz-checksum-<algorithm>` header, if any.
     public static func parseChecksumHeader(_ headers: SignatureHeaders) throws(S3AuthError) -> ExpectedChecksum? {
+        guard headers.fields.contains(where: { $0.name.hasPrefix("x-amz-checksum-") }) else { return nil }
         let present = ChecksumAlgorithm.allCases.filter { headers.contains($0.headerName) }
         guard let algorithm = present.first else { return nil }
         guard present.count == 1 else {
@@ -384,55 +397,139 @@ public enum S3SigV4 {
     /// S3's canonical URI: each path segment percent-decoded once, then encoded with
     /// `UriEncode` (unreserved kept). S3 neither double-encodes nor normalises `.`/`..`/`//`.
     public static func canonicalURI(rawPath: String) -> String {
-        if rawPath.isEmpty { return "/" }
-        return rawPath.split(separator: "/", omittingEmptySubsequences: false)
-            .map { PercentEncoding.encode(PercentEncoding.decodeBytes($0)) }
-            .joined(separator: "/")
+        var out: [UInt8] = []
+        appendCanonicalURI(rawPath, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func appendCanonicalURI(_ rawPath: String, to out: inout [UInt8]) {
+        if rawPath.isEmpty { out.append(UInt8(ascii: "/")); return }
+        let utf8 = rawPath.utf8
+        var start = utf8.startIndex
+        while true {
+            let end = utf8[start...].firstIndex(of: UInt8(ascii: "/")) ?? utf8.endIndex
+            PercentEncoding.appendCanonical(utf8[start..<end], plusIsSpace: false, to: &out)
+            guard end != utf8.endIndex else { return }
+            out.append(UInt8(ascii: "/"))
+            start = utf8.index(after: end)
+        }
     }
 
     /// Canonical query: every parameter decoded then `UriEncode`d, sorted by encoded name then
     /// value, `name=value` joined by `&` (`=` kept even when the value is empty).
     static func canonicalQuery(_ items: [RawQueryItem], excludingSignature: Bool) -> String {
-        var pairs: [(String, String)] = []
+        var out: [UInt8] = []
+        appendCanonicalQuery(items, excludingSignature: excludingSignature, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static let signatureParameter = Array("X-Amz-Signature".utf8)
+
+    static func appendCanonicalQuery(_ items: [RawQueryItem], excludingSignature: Bool, to out: inout [UInt8]) {
+        // Every name and value encoded into one buffer; the pairs are sorted as ranges of it.
+        var arena: [UInt8] = []
+        arena.reserveCapacity(items.reduce(0) { $0 + $1.rawName.utf8.count + ($1.rawValue?.utf8.count ?? 0) } * 2)
+        var pairs: [(name: Range<Int>, value: Range<Int>)] = []
         pairs.reserveCapacity(items.count)
         for item in items {
-            let name = PercentEncoding.encode(PercentEncoding.decodeBytes(item.rawName, plusIsSpace: true))
-            if excludingSignature && name == "X-Amz-Signature" { continue }
-            let value = PercentEncoding.encode(PercentEncoding.decodeBytes(item.rawValue ?? "", plusIsSpace: true))
-            pairs.append((name, value))
+            let nameStart = arena.count
+            PercentEncoding.appendCanonical(item.rawName.utf8, plusIsSpace: true, to: &arena)
+            let name = nameStart..<arena.count
+            if excludingSignature && arena[name].elementsEqual(signatureParameter) {
+                arena.removeSubrange(name)
+                continue
+            }
+            if let rawValue = item.rawValue { PercentEncoding.appendCanonical(rawValue.utf8, plusIsSpace: true, to: &arena) }
+            pairs.append((name, name.upperBound..<arena.count))
         }
         pairs.sort { lhs, rhs in
-            lhs.0 != rhs.0 ? lhs.0.utf8.lexicographicallyPrecedes(rhs.0.utf8) : lhs.1.utf8.lexicographicallyPrecedes(rhs.1.utf8)
+            let lhsName = arena[lhs.name], rhsName = arena[rhs.name]
+            if !lhsName.elementsEqual(rhsName) { return lhsName.lexicographicallyPrecedes(rhsName) }
+            return arena[lhs.value].lexicographicallyPrecedes(arena[rhs.value])
         }
-        return pairs.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+        for (index, pair) in pairs.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: "&")) }
+            out += arena[pair.name]
+            out.append(UInt8(ascii: "="))
+            out += arena[pair.value]
+        }
     }
 
     /// `Trimall`: trims and collapses runs of whitespace to one space.
     static func trimAll(_ value: String) -> String {
-        value.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }).joined(separator: " ")
+        var out: [UInt8] = []
+        appendTrimmedAll(value, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func appendTrimmedAll(_ value: String, to out: inout [UInt8]) {
+        var pendingSpace = false
+        var wroteAny = false
+        for c in value.utf8 {
+            if c == UInt8(ascii: " ") || c == UInt8(ascii: "\t") || c == UInt8(ascii: "\n") || c == UInt8(ascii: "\r") {
+                pendingSpace = wroteAny
+            } else {
+                if pendingSpace { out.append(UInt8(ascii: " ")); pendingSpace = false }
+                out.append(c)
+                wroteAny = true
+            }
+        }
     }
 
     public static func canonicalRequest(method: String, rawPath: String, rawQuery: String, headers: SignatureHeaders,
                                         signedHeaders: [String], payloadHash: String, presigned: Bool) -> String {
-        canonicalRequest(method: method, rawPath: rawPath, query: RawQueryItem.parse(rawQuery),
-                         excludingSignature: presigned, headers: headers, signedHeaders: signedHeaders,
-                         payloadHash: payloadHash)
+        String(decoding: canonicalRequest(method: method, rawPath: rawPath, query: RawQueryItem.parse(rawQuery),
+                                          excludingSignature: presigned, headers: headers, signedHeaders: signedHeaders,
+                                          payloadHash: payloadHash),
+               as: UTF8.self)
     }
 
     static func canonicalRequest(method: String, rawPath: String, query: [RawQueryItem], excludingSignature: Bool,
-                                 headers: SignatureHeaders, signedHeaders: [String], payloadHash: String) -> String {
-        var out = method + "\n" + canonicalURI(rawPath: rawPath) + "\n"
-        out += canonicalQuery(query, excludingSignature: excludingSignature) + "\n"
+                                 headers: SignatureHeaders, signedHeaders: [String], payloadHash: String) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        out += method.utf8
+        out.append(UInt8(ascii: "\n"))
+        appendCanonicalURI(rawPath, to: &out)
+        out.append(UInt8(ascii: "\n"))
+        appendCanonicalQuery(query, excludingSignature: excludingSignature, to: &out)
+        out.append(UInt8(ascii: "\n"))
         for name in signedHeaders {
-            out += name + ":" + headers.values(name).map(trimAll).joined(separator: ",") + "\n"
+            out += name.utf8
+            out.append(UInt8(ascii: ":"))
+            var first = true
+            headers.forEachValue(name) { value in
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                appendTrimmedAll(value, to: &out)
+            }
+            out.append(UInt8(ascii: "\n"))
         }
-        out += "\n" + signedHeaders.joined(separator: ";") + "\n" + payloadHash
+        out.append(UInt8(ascii: "\n"))
+        for (index, name) in signedHeaders.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ";")) }
+            out += name.utf8
+        }
+        out.append(UInt8(ascii: "\n"))
+        out += payloadHash.utf8
         return out
     }
 
     public static func stringToSign(timestamp: String, scope: String, canonicalRequest: String) -> String {
-        let hash = (try? Crypto.sha256(Array(canonicalRequest.utf8))).map { Hex.encode($0) } ?? ""
-        return "\(algorithm)\n\(timestamp)\n\(scope)\n\(hash)"
+        String(decoding: stringToSign(timestamp: timestamp, scope: scope, canonicalRequest: Array(canonicalRequest.utf8)), as: UTF8.self)
+    }
+
+    static func stringToSign(timestamp: String, scope: String, canonicalRequest: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(algorithm.utf8.count + timestamp.utf8.count + scope.utf8.count + 67)
+        out += algorithm.utf8
+        out.append(UInt8(ascii: "\n"))
+        out += timestamp.utf8
+        out.append(UInt8(ascii: "\n"))
+        out += scope.utf8
+        out.append(UInt8(ascii: "\n"))
+        if let hash = try? Crypto.sha256(canonicalRequest) { Hex.append(hash, to: &out) }
+        return out
     }
 
     /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), "s3"), "aws4_request").

@@ -58,12 +58,22 @@ public struct RawQueryItem: Sendable, Equatable {
 
     public static func parse(_ query: String) -> [RawQueryItem] {
         guard !query.isEmpty else { return [] }
-        return query.split(separator: "&", omittingEmptySubsequences: true).map { part in
-            if let eq = part.firstIndex(of: "=") {
-                return RawQueryItem(rawName: part[..<eq], rawValue: part[part.index(after: eq)...])
+        var items: [RawQueryItem] = []
+        let utf8 = query.utf8
+        var start = utf8.startIndex
+        while start != utf8.endIndex {
+            let end = utf8[start...].firstIndex(of: UInt8(ascii: "&")) ?? utf8.endIndex
+            if start != end {
+                let part = query[start..<end]
+                if let eq = part.utf8.firstIndex(of: UInt8(ascii: "=")) {
+                    items.append(RawQueryItem(rawName: part[..<eq], rawValue: part[part.utf8.index(after: eq)...]))
+                } else {
+                    items.append(RawQueryItem(rawName: part, rawValue: nil))
+                }
             }
-            return RawQueryItem(rawName: part, rawValue: nil)
+            start = end == utf8.endIndex ? end : utf8.index(after: end)
         }
+        return items
     }
 }
 
@@ -75,5 +85,21 @@ extension Array where Element == RawQueryItem {
 
     func count(named name: String) -> Int {
         reduce(0) { $0 + ($1.name == name ? 1 : 0) }
+    }
+}
+
+extension StringProtocol {
+    /// Splits on an ASCII byte, keeping empty pieces; by UTF-8 bytes, not by Characters.
+    func splitASCII(_ separator: UInt8) -> [SubSequence] {
+        var pieces: [SubSequence] = []
+        var start = startIndex
+        while true {
+            guard let end = self[start...].utf8.firstIndex(of: separator) else {
+                pieces.append(self[start...])
+                return pieces
+            }
+            pieces.append(self[start..<end])
+            start = utf8.index(after: end)
+        }
     }
 }

@@ -196,6 +196,7 @@ struct CanonicalFormTests {
         ("/%7Euser/a+b", "/~user/a%2Bb"),
         ("/a//b/./c/../d", "/a//b/./c/../d"),
         ("/%E6%95%B0/%e6%95%b0", "/%E6%95%B0/%E6%95%B0"),
+        ("/%", "/%25"), ("/a%2", "/a%252"), ("/a%zz/b%4", "/a%25zz/b%254"), ("/日本/", "/%E6%97%A5%E6%9C%AC/"),
         ("", "/"),
     ])
     func canonicalURI(_ pair: (String, String)) {
@@ -207,6 +208,35 @@ struct CanonicalFormTests {
         #expect(S3SigV4.canonicalQuery(RawQueryItem.parse("prefix=J&max-keys=2&acl&a=2&a=1&sp=a+b&t=%7e"), excludingSignature: false)
                 == "a=1&a=2&acl=&max-keys=2&prefix=J&sp=a%20b&t=~")
         #expect(S3SigV4.canonicalQuery(RawQueryItem.parse("X-Amz-Signature=abc&b=1"), excludingSignature: true) == "b=1")
+        #expect(S3SigV4.canonicalQuery(RawQueryItem.parse("z=1&X-Amz-Signature=abc&b=%2f&&c"), excludingSignature: true) == "b=%2F&c=&z=1")
+        #expect(S3SigV4.canonicalQuery(RawQueryItem.parse("X-Amz-Signature=abc&b=1"), excludingSignature: false) == "X-Amz-Signature=abc&b=1")
+        #expect(S3SigV4.canonicalQuery(RawQueryItem.parse("k=%&k2=%4&k3=a=b"), excludingSignature: false) == "k=%25&k2=%254&k3=a%3Db")
+    }
+
+    @Test("query items split on & and the first =, by bytes")
+    func queryItems() {
+        let items = RawQueryItem.parse("a=1&&b&c=x=y&%41+b=%2B+&=v&日=本")
+        #expect(items.map(\.rawName) == ["a", "b", "c", "%41+b", "", "日"])
+        #expect(items.map(\.rawValue) == ["1", nil, "x=y", "%2B+", "v", "本"])
+        #expect(items.map(\.name) == ["a", "b", "c", "A b", "", "日"])
+        #expect(items.map(\.value) == ["1", "", "x=y", "+ ", "v", "本"])
+        #expect(RawQueryItem.parse("").isEmpty)
+        #expect(RawQueryItem.parse("&&").isEmpty)
+    }
+
+    @Test("SignedHeaders: non-empty lower-case names only", arguments: [
+        ("host", ["host"]), ("host;x-amz-date", ["host", "x-amz-date"]),
+        ("Host", nil), ("host;;x-amz-date", nil), ("", nil), ("host;", nil),
+    ] as [(String, [String]?)])
+    func signedHeaders(_ pair: (String, [String]?)) {
+        #expect(S3SigV4.parseSignedHeaders(pair.0) == pair.1)
+    }
+
+    @Test("Trimall: trims and collapses whitespace", arguments: [
+        ("  a   b  ", "a b"), ("a\t\tb", "a b"), ("ab", "ab"), ("   ", ""), ("", ""), (" a \r\n b", "a b"),
+    ])
+    func trimAll(_ pair: (String, String)) {
+        #expect(S3SigV4.trimAll(pair.0) == pair.1)
     }
 
     @Test("dates")
