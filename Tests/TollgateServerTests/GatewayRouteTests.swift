@@ -173,3 +173,9 @@ func badCopySource(value: String) {
 @Test func listingEncodingEscapesEverythingButUnreservedAndSlash() {
     #expect(Gateway.urlEncodeForListing("a b+c/d%e~f") == "a%20b%2Bc/d%25e~f")
 }
+
+@Test func requestIDsAreUniqueSixteenUpperHexDigits() {
+    let ids = (0..<10_000).map { _ in RequestID.next() }
+    #expect(Set(ids).count == ids.count)
+    #expect(ids.allSatisfy { $0.utf8.count == 16 && $0.utf8.allSatisfy { (48...57).contains($0) || (65...70).contains($0) } })
+}

@@ -31,17 +31,25 @@ struct Gateway: HTTPResponder, Sendable {
         /// Decoded query parameters (first value of each name).
         let query: [String: String]
         let requestID: String
-        /// The client's IP address, for `aws:SourceIp`.
-        let sourceIP: String?
-        let logger: Logger
+        let remoteAddress: SocketAddress?
+        let baseLogger: Logger
 
+        /// The client's IP address, for `aws:SourceIp`.
+        var sourceIP: String? { remoteAddress?.ipAddress }
+        /// The request's logger, with its id and access key (built only when something is logged).
+        var logger: Logger {
+            var logger = baseLogger
+            logger[metadataKey: "gateway.request_id"] = "\(requestID)"
+            logger[metadataKey: "gateway.access_key_id"] = "\(identity.accessKeyId)"
+            return logger
+        }
         var headers: HTTPFields { request.headers }
         func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
         var metadataPrefix: String { dialect == .s3 ? "x-amz-meta-" : "x-oss-meta-" }
     }
 
     func respond(to request: Request, context: Context) async throws -> Response {
-        let requestID = Self.requestID()
+        let requestID = RequestID.next()
         let target = request.head.path ?? "/"
         let (rawPath, rawQuery) = Self.split(target)
         var headers = SignatureHeaders()
@@ -52,14 +60,10 @@ struct Gateway: HTTPResponder, Sendable {
         let scheme = SignatureScheme.detect(signed)
         let dialect: Dialect = scheme.isOSS ? .oss : .s3
         let isHead = request.method == .head
-        var resource = PercentEncoding.decode(rawPath)
-        var addressed: (bucket: String?, key: String?) = (nil, nil)
-        var logger = context.logger
-        logger[metadataKey: "gateway.request_id"] = "\(requestID)"
+        var addressed: (bucket: String?, key: String?)?
         do {
             let (bucket, key) = try address(host: request.head.authority, rawPath: rawPath)
             addressed = (bucket, key)
-            resource = "/" + [bucket, key].compactMap { $0 }.joined(separator: "/")
             let query = Self.decodeQuery(signed.rawQueryItems)
             let copySource = request.headers[dialect == .s3 ? .amzCopySource : .ossCopySource]
             let route = try GatewayRoute.route(method: request.method.rawValue, bucket: bucket, key: key, query: query, copySource: copySource)
@@ -76,18 +80,18 @@ struct Gateway: HTTPResponder, Sendable {
             case .ossV1Header, .ossV1Query, .ossV4Header, .ossV4Query:
                 identity = try authenticator.authenticateOSS(signed, bucket: bucket, key: key)
             }
-            logger[metadataKey: "gateway.access_key_id"] = "\(identity.accessKeyId)"
             let call = Call(request: request, route: route, identity: identity, dialect: dialect, query: query, requestID: requestID,
-                            sourceIP: context.remoteAddress?.ipAddress, logger: logger)
+                            remoteAddress: context.remoteAddress, baseLogger: context.logger)
             try authorize(call)
             var response = try await handle(call)
             response.headers[dialect == .s3 ? HTTPField.Name.amzRequestID : HTTPField.Name.ossRequestID] = requestID
             return response
         } catch {
-            let gatewayError = Self.gatewayError(error, dialect: dialect, bucket: addressed.bucket, key: addressed.key)
+            let gatewayError = Self.gatewayError(error, dialect: dialect, bucket: addressed?.bucket, key: addressed?.key)
             if gatewayError.status == .internalServerError {
-                logger.error("gateway request failed", metadata: ["error": "\(error)"])
+                context.logger.error("gateway request failed", metadata: ["error": "\(error)", "gateway.request_id": "\(requestID)"])
             }
+            let resource = addressed.map { "/" + [$0.bucket, $0.key].compactMap { $0 }.joined(separator: "/") } ?? PercentEncoding.decode(rawPath)
             return gatewayError.response(dialect: dialect, requestID: requestID, resource: resource, isHead: isHead)
         }
     }
@@ -132,10 +136,6 @@ struct Gateway: HTTPResponder, Sendable {
         var query: [String: String] = [:]
         for item in items where query[item.name] == nil { query[item.name] = item.value }
         return query
-    }
-
-    static func requestID() -> String {
-        (try? Hex.encode(Crypto.randomBytes(count: 8)).uppercased()) ?? "0000000000000000"
     }
 
     // MARK: Authorization

@@ -17,11 +17,37 @@ enum HTTPDates {
         return String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 
-    /// `Sun, 06 Nov 1994 08:49:37 GMT`
+    /// `Sun, 06 Nov 1994 08:49:37 GMT` (every GET and HEAD writes one: no intermediate strings).
     static func rfc1123(_ date: Date) -> String {
         let t = parts(date)
-        return "\(days[Int(t.tm_wday)]), \(pad(t.tm_mday)) \(months[Int(t.tm_mon)]) \(t.tm_year + 1900) "
-            + "\(pad(t.tm_hour)):\(pad(t.tm_min)):\(pad(t.tm_sec)) GMT"
+        var out: [UInt8] = []
+        out.reserveCapacity(29)
+        out += days[Int(t.tm_wday)].utf8
+        out += ", ".utf8
+        appendDigits(Int(t.tm_mday), 2, to: &out)
+        out.append(UInt8(ascii: " "))
+        out += months[Int(t.tm_mon)].utf8
+        out.append(UInt8(ascii: " "))
+        appendDigits(Int(t.tm_year) + 1900, 4, to: &out)
+        out.append(UInt8(ascii: " "))
+        appendDigits(Int(t.tm_hour), 2, to: &out)
+        out.append(UInt8(ascii: ":"))
+        appendDigits(Int(t.tm_min), 2, to: &out)
+        out.append(UInt8(ascii: ":"))
+        appendDigits(Int(t.tm_sec), 2, to: &out)
+        out += " GMT".utf8
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func appendDigits(_ value: Int, _ width: Int, to out: inout [UInt8]) {
+        var divisor = 1
+        for _ in 1..<width { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8((rest / divisor) % 10))
+            rest %= divisor
+            divisor /= 10
+        }
     }
 
     /// `2009-10-12T17:50:30.000Z`: whole seconds, as both services write it and as oss2's
