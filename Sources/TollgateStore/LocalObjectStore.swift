@@ -379,8 +379,13 @@ public final class LocalObjectStore: ObjectStore {
     public func headObject(bucket: String, key: String) async throws -> ObjectInfo {
         let cached = objectCache.get(bucket: bucket, key: key)
         if let info = cached.info { return info }
+        return try await headObject(bucket: bucket, key: key, generation: cached.generation)
+    }
+
+    /// The committed row, read from the database, cached if no write ended since `generation`.
+    private func headObject(bucket: String, key: String, generation: UInt64) async throws -> ObjectInfo {
         if let info = try lookup({ db in try Self.fetchObject(db, bucket, key) }) {
-            objectCache.fill(info, generation: cached.generation)
+            objectCache.fill(info, generation: generation)
             return info
         }
         return try await read { db in
@@ -394,7 +399,14 @@ public final class LocalObjectStore: ObjectStore {
         // Between reading the row and opening its file, a concurrent overwrite may commit and
         // delete that file; then read the new row and try again.
         for _ in 0..<8 {
-            let info = try await headObject(bucket: bucket, key: key)
+            let cached = objectCache.get(bucket: bucket, key: key)
+            if let info = cached.info, let bytes = cached.body {
+                let served = try range?.resolve(size: info.size) ?? 0..<info.size
+                let slice = bytes.getSlice(at: bytes.readerIndex + Int(served.lowerBound), length: served.count)
+                return ObjectRead(info: info, range: served, isPartial: range != nil, body: ObjectBody(buffers: slice.map { [$0] } ?? []))
+            }
+            let info: ObjectInfo
+            if let known = cached.info { info = known } else { info = try await headObject(bucket: bucket, key: key, generation: cached.generation) }
             let served = try range?.resolve(size: info.size) ?? 0..<info.size
             let path = try layout.objectPath(info.storageID)
             let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
@@ -403,6 +415,9 @@ public final class LocalObjectStore: ObjectStore {
                 throw Posix.failure("open")
             }
             let body = try ObjectBody(file: FileDescriptor(fd), range: served, chunkSize: configuration.readChunkSize)
+            if served.count == info.size, let whole = body.singleBuffer {
+                objectCache.fill(info, body: whole, generation: cached.generation)
+            }
             return ObjectRead(info: info, range: served, isPartial: range != nil, body: body)
         }
         throw StoreError.internal("object kept changing while being opened")

@@ -73,3 +73,50 @@ import Testing
         #expect(cache.get(bucket: "b", key: "k9").info != nil)
     }
 }
+
+/// Small objects keep their bytes in the cache; what is served from there must be exactly the
+/// committed version's bytes, whole or ranged, and never outlive a write.
+@Suite struct ObjectBodyCacheTests {
+    @Test func smallBodiesAreServedFromMemoryUntilTheNextWrite() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("cache")
+        try await store.put("cache", "k", "first-version")
+        #expect(try await store.content("cache", "k") == "first-version")
+        #expect(store.objectCache.cachedBodyBytes == 13)
+        // Served from memory: even with the file gone (damage from outside), the bytes are there.
+        for file in box.objectFiles { try FileManager.default.removeItem(atPath: box.data + "/objects/" + file) }
+        #expect(try await store.content("cache", "k") == "first-version")
+        let ranged = try await store.getObject(bucket: "cache", key: "k", range: ByteRange.parse("bytes=6-12"))
+        #expect(ranged.isPartial && ranged.range == 6..<13)
+        #expect(try await string(ranged.body) == "version")
+        await #expect(throws: StoreError.invalidRange(size: 13)) {
+            try await store.getObject(bucket: "cache", key: "k", range: ByteRange.parse("bytes=20-30"))
+        }
+
+        try await store.put("cache", "k", "second")
+        #expect(store.objectCache.cachedBodyBytes == 0)
+        #expect(try await store.content("cache", "k") == "second")
+    }
+
+    @Test func onlySmallWholeBodiesAreKept() {
+        let cache = ObjectInfoCache(capacity: 8, maximumBodySize: 4, bodyCapacity: 6)
+        func row(_ key: String, _ size: Int64) -> ObjectInfo {
+            ObjectInfo(bucket: "b", key: key, size: size, etag: "\"e\"", lastModified: Date(), metadata: ObjectMetadata(),
+                       storageID: "id", isAppendable: false)
+        }
+        cache.fill(row("big", 5), body: ByteBuffer(string: "12345"), generation: cache.get(bucket: "b", key: "big").generation)
+        #expect(cache.get(bucket: "b", key: "big").info != nil)
+        #expect(cache.get(bucket: "b", key: "big").body == nil)
+        // A body that is not the whole object is not kept.
+        cache.fill(row("part", 4), body: ByteBuffer(string: "12"), generation: cache.get(bucket: "b", key: "part").generation)
+        #expect(cache.get(bucket: "b", key: "part").body == nil)
+        cache.fill(row("a", 4), body: ByteBuffer(string: "aaaa"), generation: cache.get(bucket: "b", key: "a").generation)
+        #expect(cache.cachedBodyBytes == 4)
+        // Past the byte budget the cache starts over instead of growing.
+        cache.fill(row("c", 4), body: ByteBuffer(string: "cccc"), generation: cache.get(bucket: "b", key: "c").generation)
+        #expect(cache.cachedBodyBytes == 4)
+        #expect(cache.get(bucket: "b", key: "a").info == nil)
+        #expect(cache.get(bucket: "b", key: "c").body == ByteBuffer(string: "cccc"))
+    }
+}
