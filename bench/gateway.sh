@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Object gateway throughput against nginx, same run, same disk, same requests, release build.
-#   bash bench/gateway.sh [duration-seconds] [connections]      (defaults 10 and 16)
+#   bash bench/gateway.sh [duration-seconds] [connections] [rounds]      (defaults 5, 16 and 5)
 #
 # Workloads (wrk, 2 threads, CONNECTIONS connections, bench/gateway.lua cycling through a list
 # of request targets): GET of 1 MiB objects, GET of 4 KiB objects, PUT of 1 MiB bodies.
@@ -8,12 +8,15 @@
 # (bench/gateway_load.py); nginx gets the very same request lines (it ignores the query) and
 # serves the same bytes from files in the same temporary directory; it takes PUT through its
 # DAV module (`dav_methods PUT`). Prints objects/s, MiB/s, p99 latency and the ratio
-# gateway/nginx. Goals: GET 1 MiB >= 0.6, GET 4 KiB >= 0.4 (PUT has no goal: the gateway
+# gateway/nginx. Each round runs every workload against nginx and then the gateway; the ratio
+# reported is the median of the rounds' ratios, since this kind of shared 2-core machine drifts
+# by 20% or more from one minute to the next. Goals: GET 1 MiB >= 0.6, GET 4 KiB >= 0.4 (PUT has no goal: the gateway
 # fsyncs every object and commits it in SQLite, nginx's DAV PUT only renames a temp file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DURATION=${1:-10}
+DURATION=${1:-5}
 CONNECTIONS=${2:-16}
+ROUNDS=${3:-5}
 for tool in wrk nginx; do
   command -v $tool >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk nginx-light >/dev/null; }
 done
@@ -94,29 +97,37 @@ run() { # base-url targets-file [PUT bytes] -> "objects/s p99"
 GW="http://127.0.0.1:$GPORT"; NG="http://127.0.0.1:$NPORT"
 run "$GW" "$WORK/get-4k.txt" >/dev/null   # warm-up (page cache, connections)
 run "$NG" "$WORK/get-4k.txt" >/dev/null
-printf "%-12s %-8s %12s %10s %10s\n" workload server "objects/s" "MiB/s" p99
-declare -A RPS
-for workload in get-1m get-4k put-1m; do
-  for server in nginx gateway; do
-    base=$NG; [ $server = gateway ] && base=$GW
-    args=("$WORK/$workload.txt"); [ $workload = put-1m ] && args+=(PUT 1048576)
-    read -r rps p99 < <(run "$base" "${args[@]}")
-    RPS[$workload-$server]=$rps
-    size=1; [ $workload = get-4k ] && size=0.00390625
-    printf "%-12s %-8s %12s %10.1f %10s\n" "$workload" "$server" "$rps" "$(python3 -c "print($rps*$size)")" "$p99"
+echo "rounds $ROUNDS x ${DURATION}s per workload and server, concurrency $CONNECTIONS" >&2
+: > "$WORK/results.txt"
+for round in $(seq "$ROUNDS"); do
+  for workload in get-1m get-4k put-1m; do
+    for server in nginx gateway; do
+      base=$NG; [ $server = gateway ] && base=$GW
+      args=("$WORK/$workload.txt"); [ $workload = put-1m ] && args+=(PUT 1048576)
+      read -r rps p99 < <(run "$base" "${args[@]}")
+      echo "$round $workload $server $rps $p99" | tee -a "$WORK/results.txt" >&2
+    done
   done
 done
 echo
-python3 - "${RPS[get-1m-gateway]}" "${RPS[get-1m-nginx]}" "${RPS[get-4k-gateway]}" "${RPS[get-4k-nginx]}" \
-          "${RPS[put-1m-gateway]}" "${RPS[put-1m-nginx]}" "$CONNECTIONS" <<'PY'
-import sys
-g1, n1, g4, n4, gp, np_, c = map(float, sys.argv[1:])
-def line(name, r, goal):
-    verdict = "" if goal is None else (f"(goal >= {goal}): " + ("ok" if r >= goal else "BELOW GOAL"))
-    print(f"ratio gateway/nginx {name:<10} {r:5.2f} {verdict}")
-print(f"concurrency {int(c)}")
-line("GET 1 MiB", g1 / n1, 0.6)
-line("GET 4 KiB", g4 / n4, 0.4)
-line("PUT 1 MiB", gp / np_, None)
+python3 - "$WORK/results.txt" "$CONNECTIONS" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
+rps = {}
+for round_, workload, server, value, p99 in rows:
+    rps.setdefault((workload, server), []).append(float(value))
+sizes = {"get-1m": 1.0, "get-4k": 1 / 256, "put-1m": 1.0}
+print(f"{'workload':<12} {'server':<8} {'objects/s':>12} {'MiB/s':>10}   (medians over rounds)")
+for workload in ("get-1m", "get-4k", "put-1m"):
+    for server in ("nginx", "gateway"):
+        median = statistics.median(rps[(workload, server)])
+        print(f"{workload:<12} {server:<8} {median:>12.0f} {median * sizes[workload]:>10.1f}")
+print(f"\nconcurrency {sys.argv[2]}")
+goals = {"get-1m": ("GET 1 MiB", 0.6), "get-4k": ("GET 4 KiB", 0.4), "put-1m": ("PUT 1 MiB", None)}
+for workload, (name, goal) in goals.items():
+    ratios = [g / n for g, n in zip(rps[(workload, "gateway")], rps[(workload, "nginx")])]
+    ratio = statistics.median(ratios)
+    verdict = "" if goal is None else f"(goal >= {goal}): " + ("ok" if ratio >= goal else "BELOW GOAL")
+    print(f"ratio gateway/nginx {name:<10} {ratio:5.2f} {verdict}   rounds: {' '.join(f'{r:.2f}' for r in ratios)}")
 PY
 if grep -qi "error\|fatal" "$WORK/server.log"; then echo "server log:"; grep -i "error\|fatal" "$WORK/server.log" | head -5; fi
