@@ -59,7 +59,7 @@ public enum OSSSignature {
         var found: [(String, String)] = []
         for value in request.headers.values("x-oss-security-token") { found.append(("x-oss-security-token", value)) }
         for item in query where item.name == "security-token" || item.name == "x-oss-security-token" {
-            found.append((item.name, item.value))
+            found.append((String(item.name), item.value))
         }
         guard found.count <= 1 else {
             throw .invalidArgument(message: "The security token must be sent either in the x-oss-security-token header or in the query, not both.",
@@ -96,8 +96,8 @@ public enum OSSSignature {
     public static func canonicalizedResourceV1(bucket: String?, key: String?, query: [RawQueryItem]) -> String {
         var resource = "/"
         if let bucket, !bucket.isEmpty { resource = "/\(bucket)/\(key ?? "")" }
-        let subresources = query.filter { v1SubResources.contains($0.name) }
-            .map { ($0.name, $0.value) }
+        let subresources = query.filter { v1SubResources.contains(String($0.name)) }
+            .map { (String($0.name), $0.value) }
             .sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
         if !subresources.isEmpty {
             resource += "?" + subresources.map { $0.1.isEmpty ? $0.0 : "\($0.0)=\($0.1)" }.joined(separator: "&")

@@ -60,11 +60,24 @@ public enum PercentEncoding {
     }
 
     static func needsDecoding(_ utf8: some Collection<UInt8>, plusIsSpace: Bool) -> Bool {
-        utf8.contains { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }
+        func scan(_ bytes: some Collection<UInt8>) -> Bool {
+            bytes.contains { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }
+        }
+        return utf8.withContiguousStorageIfAvailable { scan($0) } ?? scan(utf8)
+    }
+
+    /// Calls `body` with each decoded byte; over the bytes' contiguous storage when there is one
+    /// (native strings), which is many times faster than stepping String indices.
+    @inline(__always)
+    static func forEachDecoded<C: Collection<UInt8>>(_ utf8: C, plusIsSpace: Bool, _ body: (UInt8) -> Void) {
+        let done: Void? = utf8.withContiguousStorageIfAvailable { buffer in
+            forEachDecodedBytes(buffer, plusIsSpace: plusIsSpace, body)
+        }
+        if done == nil { forEachDecodedBytes(utf8, plusIsSpace: plusIsSpace, body) }
     }
 
     @inline(__always)
-    static func forEachDecoded<C: Collection<UInt8>>(_ utf8: C, plusIsSpace: Bool, _ body: (UInt8) -> Void) {
+    private static func forEachDecodedBytes<C: Collection<UInt8>>(_ utf8: C, plusIsSpace: Bool, _ body: (UInt8) -> Void) {
         var i = utf8.startIndex
         while i != utf8.endIndex {
             let c = utf8[i]

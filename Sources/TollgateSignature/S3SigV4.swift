@@ -221,14 +221,17 @@ public enum S3SigV4 {
 
     // MARK: Presigned
 
+    /// The query parameters of a presigned request, in the order `verifyPresigned` reads them.
+    static let presignedParameters = [
+        "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature",
+        "X-Amz-Content-Sha256", "X-Amz-Security-Token",
+    ]
+
     static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem],
                                 lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
-        guard let algorithmValue = query.first(named: "X-Amz-Algorithm"),
-              let credentialValue = query.first(named: "X-Amz-Credential"),
-              let dateValue = query.first(named: "X-Amz-Date"),
-              let expiresValue = query.first(named: "X-Amz-Expires"),
-              let signedValue = query.first(named: "X-Amz-SignedHeaders"),
-              let signature = query.first(named: "X-Amz-Signature")
+        let parameters = query.firstValues(named: presignedParameters)
+        guard let algorithmValue = parameters[0], let credentialValue = parameters[1], let dateValue = parameters[2],
+              let expiresValue = parameters[3], let signedValue = parameters[4], let signature = parameters[5]
         else {
             throw .authorizationQueryParametersError("Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.")
         }
@@ -270,7 +273,7 @@ public enum S3SigV4 {
 
         // The payload hash of a presigned request: a signed X-Amz-Content-Sha256 parameter or
         // header if the signer put one there, UNSIGNED-PAYLOAD otherwise.
-        let payloadHash = query.first(named: "X-Amz-Content-Sha256")
+        let payloadHash = parameters[6]
             ?? request.headers["x-amz-content-sha256"]?.trimmingASCIIWhitespace()
             ?? S3PayloadMode.unsignedPayload
         guard let payload = S3PayloadMode(headerValue: payloadHash) else { throw .invalidContentSHA256(payloadHash) }
@@ -281,7 +284,7 @@ public enum S3SigV4 {
         return try verifySignature(
             request, query: query, presigned: true, credential: credential, timestamp: dateValue,
             requestTime: requestTime, expires: expires, signedHeaders: signedHeaders, signature: signature,
-            token: query.first(named: "X-Amz-Security-Token") ?? request.headers["x-amz-security-token"],
+            token: parameters[7] ?? request.headers["x-amz-security-token"],
             payloadHash: payloadHash, payload: payload, lookup: lookup
         )
     }
@@ -307,7 +310,7 @@ public enum S3SigV4 {
                                         presigned: presigned, region: credential.region, signedHeaders: signedHeaders,
                                         requestTime: requestTime, expires: expires)
         let context = payload.hasChunkSignatures
-            ? ChunkSigningContext(accessKeyId: credential.accessKeyId, signingKey: key, timestamp: timestamp,
+            ? ChunkSigningContext(accessKeyId: credential.accessKeyId, signingKey: key.bytes, timestamp: timestamp,
                                   scope: credential.scope, seedSignature: signature.lowercased())
             : nil
         return try finishPayload(request, identity: identity, payload: payload, chunkSigning: context)
@@ -336,10 +339,10 @@ public enum S3SigV4 {
 
     /// Compares the provided hex signature (either case) with the HMAC of `stringToSign`, in
     /// constant time. The strings for the error body are built only when they differ.
-    static func checkSignature(key: [UInt8], stringToSign: [UInt8], provided: String, accessKeyId: String,
+    static func checkSignature(key: DerivedSigningKey, stringToSign: [UInt8], provided: String, accessKeyId: String,
                                canonicalRequest: [UInt8]) throws(S3AuthError) {
         let expected: [UInt8]
-        do { expected = try Crypto.hmacSHA256(key: key, data: stringToSign) } catch { throw .internalError }
+        do { expected = try key.mac.authenticate(stringToSign) } catch { throw .internalError }
         guard let providedBytes = Hex.decode(provided), Crypto.constantTimeEqual(expected, providedBytes) else {
             throw .signatureDoesNotMatch(SignatureMismatch(
                 accessKeyId: accessKeyId, stringToSign: String(decoding: stringToSign, as: UTF8.self),
@@ -533,9 +536,9 @@ public enum S3SigV4 {
     }
 
     /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), "s3"), "aws4_request").
-    static func signingKey(secret: String, date: String, region: String) throws(S3AuthError) -> [UInt8] {
+    static func signingKey(secret: String, date: String, region: String) throws(S3AuthError) -> DerivedSigningKey {
         try SigningKeyCache.shared.key(for: "AWS4\u{0}\(secret)\u{0}\(date)\u{0}\(region)") { () throws(S3AuthError) in
-            try deriveSigningKey(secret: secret, date: date, region: region)
+            do { return try DerivedSigningKey(deriveSigningKey(secret: secret, date: date, region: region)) } catch { throw .internalError }
         }
     }
 

@@ -45,35 +45,44 @@ public struct RawQueryItem: Sendable, Equatable {
     /// nil when the item had no `=` at all (`?acl`).
     public let rawValue: Substring?
     /// Percent-decoded name (`+` is a space, as in every query parser S3 and OSS clients meet);
-    /// decoded once, since verification looks names up many times.
-    public let name: String
+    /// decoded once, since verification looks names up many times. The raw name itself when
+    /// there is nothing to decode, as for every parameter a signer writes.
+    public let name: Substring
 
     public init(rawName: Substring, rawValue: Substring?) {
         self.rawName = rawName
         self.rawValue = rawValue
-        self.name = PercentEncoding.decode(rawName, plusIsSpace: true)
+        self.name = PercentEncoding.needsDecoding(rawName.utf8, plusIsSpace: true)
+            ? Substring(PercentEncoding.decode(rawName, plusIsSpace: true)) : rawName
     }
     /// Percent-decoded value, empty when absent.
     public var value: String { rawValue.map { PercentEncoding.decode($0, plusIsSpace: true) } ?? "" }
 
     public static func parse(_ query: String) -> [RawQueryItem] {
         guard !query.isEmpty else { return [] }
-        var items: [RawQueryItem] = []
-        let utf8 = query.utf8
-        var start = utf8.startIndex
-        while start != utf8.endIndex {
-            let end = utf8[start...].firstIndex(of: UInt8(ascii: "&")) ?? utf8.endIndex
-            if start != end {
-                let part = query[start..<end]
-                if let eq = part.utf8.firstIndex(of: UInt8(ascii: "=")) {
-                    items.append(RawQueryItem(rawName: part[..<eq], rawValue: part[part.utf8.index(after: eq)...]))
-                } else {
-                    items.append(RawQueryItem(rawName: part, rawValue: nil))
+        // Offsets found over the raw bytes, then turned into indices (O(1) for native strings).
+        var bounds: [(start: Int, equals: Int?, end: Int)] = []
+        var copy = query
+        copy.withUTF8 { bytes in
+            var start = 0
+            var equals: Int?
+            for offset in 0...bytes.count {
+                let byte = offset < bytes.count ? bytes[offset] : UInt8(ascii: "&")
+                if byte == UInt8(ascii: "&") {
+                    if offset > start { bounds.append((start, equals, offset)) }
+                    start = offset + 1
+                    equals = nil
+                } else if byte == UInt8(ascii: "="), equals == nil {
+                    equals = offset
                 }
             }
-            start = end == utf8.endIndex ? end : utf8.index(after: end)
         }
-        return items
+        let utf8 = copy.utf8
+        func index(_ offset: Int) -> String.Index { utf8.index(utf8.startIndex, offsetBy: offset) }
+        return bounds.map { bound in
+            guard let equals = bound.equals else { return RawQueryItem(rawName: copy[index(bound.start)..<index(bound.end)], rawValue: nil) }
+            return RawQueryItem(rawName: copy[index(bound.start)..<index(equals)], rawValue: copy[index(equals + 1)..<index(bound.end)])
+        }
     }
 }
 
@@ -81,6 +90,15 @@ extension Array where Element == RawQueryItem {
     /// The decoded value of the first item whose decoded name is `name` (case-sensitive).
     func first(named name: String) -> String? {
         first { $0.name == name }?.value
+    }
+
+    /// The decoded values of the first items named `names[i]`, in one pass over the items.
+    func firstValues(named names: [String]) -> [String?] {
+        var values = [String?](repeating: nil, count: names.count)
+        for item in self {
+            if let slot = names.firstIndex(where: { item.name == $0 }), values[slot] == nil { values[slot] = item.value }
+        }
+        return values
     }
 
     func count(named name: String) -> Int {

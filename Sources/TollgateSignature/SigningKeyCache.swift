@@ -1,4 +1,17 @@
 import Synchronization
+import TollgateCrypto
+
+/// A derived signing key, with its HMAC state prepared once (re-keying an HMAC for every
+/// request cost more than the MAC itself).
+struct DerivedSigningKey: Sendable {
+    let bytes: [UInt8]
+    let mac: HMACKey
+
+    init(_ bytes: [UInt8]) throws(CryptoError) {
+        self.bytes = bytes
+        self.mac = try HMACKey(.sha256, key: bytes)
+    }
+}
 
 /// Derived signing keys, by secret, date and region. Deriving one takes four HMACs, and a client
 /// signs all of a day's requests with the same key, so the gateway derives it once. Memoisation
@@ -7,9 +20,9 @@ final class SigningKeyCache: Sendable {
     static let shared = SigningKeyCache()
     static let capacity = 4096
 
-    private let keys = Mutex<[String: [UInt8]]>([:])
+    private let keys = Mutex<[String: DerivedSigningKey]>([:])
 
-    func key<E: Error>(for id: String, derive: () throws(E) -> [UInt8]) throws(E) -> [UInt8] {
+    func key<E: Error>(for id: String, derive: () throws(E) -> DerivedSigningKey) throws(E) -> DerivedSigningKey {
         if let key = keys.withLock({ $0[id] }) { return key }
         let key = try derive()
         keys.withLock { keys in

@@ -134,7 +134,7 @@ struct Gateway: HTTPResponder, Sendable {
 
     static func decodeQuery(_ items: [RawQueryItem]) -> [String: String] {
         var query: [String: String] = [:]
-        for item in items where query[item.name] == nil { query[item.name] = item.value }
+        for item in items where query[String(item.name)] == nil { query[String(item.name)] = item.value }
         return query
     }
 
