@@ -58,7 +58,7 @@ final class ObjectInfoCache: Sendable {
             guard state.generation == generation else { return }
             let key = Key(bucket: info.bucket, key: info.key)
             let added = body?.readableBytes ?? 0
-            if state.entries[key] == nil && state.entries.count >= capacity || state.bodyBytes + added > bodyCapacity {
+            if (state.entries[key] == nil && state.entries.count >= capacity) || state.bodyBytes + added > bodyCapacity {
                 state.entries.removeAll(keepingCapacity: true)
                 state.bodyBytes = 0
             }

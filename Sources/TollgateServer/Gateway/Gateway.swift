@@ -134,7 +134,10 @@ struct Gateway: HTTPResponder, Sendable {
 
     static func decodeQuery(_ items: [RawQueryItem]) -> [String: String] {
         var query: [String: String] = [:]
-        for item in items where query[String(item.name)] == nil { query[String(item.name)] = item.value }
+        for item in items {
+            let name = String(item.name)
+            if query[name] == nil { query[name] = item.value }
+        }
         return query
     }
 
