@@ -69,6 +69,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(name: "SigBench", dependencies: ["TollgateSignature"], path: "bench/SigBench", swiftSettings: swiftSettings),
         .executableTarget(name: "PolicyBench", dependencies: ["TollgatePolicy"], path: "bench/PolicyBench", swiftSettings: swiftSettings),
         .testTarget(name: "TollgateCryptoTests", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),

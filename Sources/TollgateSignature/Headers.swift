@@ -56,7 +56,9 @@ public struct SignatureHeaders: Sendable, Equatable, ExpressibleByDictionaryLite
     /// Header names are ASCII; most arrive lower-case already (HTTP/2 and HTTPTypes make them
     /// so), and then no new string is made.
     static func lowercased(_ name: String) -> String {
-        name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? name.lowercased() : name
+        var copy = name
+        let hasUpper = copy.withUTF8 { $0.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } }
+        return hasUpper ? name.lowercased() : name
     }
 
     public static func == (lhs: SignatureHeaders, rhs: SignatureHeaders) -> Bool {

@@ -1,8 +1,15 @@
+#if canImport(Glibc)
+import Glibc
+#else
+import Darwin
+#endif
+
 /// Percent-encoding as the signature specifications define it: RFC 3986 unreserved characters
 /// (`A–Z a–z 0–9 - _ . ~`) stay, every other byte of the UTF-8 form becomes `%XX` (upper-case hex).
 public enum PercentEncoding {
     private static let hexDigits = Array("0123456789ABCDEF".utf8)
 
+    @inline(__always)
     static func isUnreserved(_ c: UInt8) -> Bool {
         switch c {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
@@ -41,10 +48,33 @@ public enum PercentEncoding {
     /// (as S3 and OSS do). `+` becomes a space only with `plusIsSpace` (query strings, which
     /// HTTP libraries such as Python's requests form-encode); in paths it is a literal plus.
     public static func decodeBytes(_ string: some StringProtocol, plusIsSpace: Bool = false) -> [UInt8] {
+        if let decoded = string.utf8.withContiguousStorageIfAvailable({ decodeBytes($0, plusIsSpace: plusIsSpace) }) {
+            return decoded
+        }
         var out = [UInt8]()
         out.reserveCapacity(string.utf8.count)
         forEachDecoded(string.utf8, plusIsSpace: plusIsSpace) { out.append($0) }
         return out
+    }
+
+    /// The same over contiguous bytes, written straight into the result (never longer than the input).
+    static func decodeBytes(_ raw: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: raw.count) { out, written in
+            var i = 0
+            var n = 0
+            while i < raw.count {
+                let c = raw[i]
+                if c == UInt8(ascii: "%"), i + 2 < raw.count, let high = hexValue(raw[i + 1]), let low = hexValue(raw[i + 2]) {
+                    out[n] = high << 4 | low
+                    i += 3
+                } else {
+                    out[n] = plusIsSpace && c == UInt8(ascii: "+") ? UInt8(ascii: " ") : c
+                    i += 1
+                }
+                n += 1
+            }
+            written = n
+        }
     }
 
     /// Decodes to a String; invalid UTF-8 is replaced (U+FFFD).
@@ -54,16 +84,59 @@ public enum PercentEncoding {
     }
 
     /// The canonical form SigV4 signs for an encoded component: decoded once, then encoded
-    /// (`UriEncode`), appended to `out` in one pass.
-    static func appendCanonical(_ utf8: some Collection<UInt8>, plusIsSpace: Bool, keepSlash: Bool = false, to out: inout [UInt8]) {
-        forEachDecoded(utf8, plusIsSpace: plusIsSpace) { appendEncoded($0, to: &out, keepSlash: keepSlash) }
+    /// (`UriEncode`), appended to `out`. With `keepLiteralSlash` (S3 paths) a `/` as sent stays a
+    /// separator, while an encoded `%2F` stays `%2F`. A component already in canonical form, as
+    /// signers send them, is copied in one piece.
+    static func appendCanonical(_ raw: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool, keepLiteralSlash: Bool, to out: inout [UInt8]) {
+        if isCanonical(raw, keepLiteralSlash: keepLiteralSlash) {
+            out.append(contentsOf: raw)
+            return
+        }
+        out.reserveCapacity(out.count + raw.count * 3)
+        var i = 0
+        while i < raw.count {
+            let c = raw[i]
+            if c == UInt8(ascii: "%"), i + 2 < raw.count, let high = hexValue(raw[i + 1]), let low = hexValue(raw[i + 2]) {
+                appendEncoded(high << 4 | low, to: &out, keepSlash: false)
+                i += 3
+                continue
+            }
+            if keepLiteralSlash && c == UInt8(ascii: "/") {
+                out.append(c)
+            } else {
+                appendEncoded(plusIsSpace && c == UInt8(ascii: "+") ? UInt8(ascii: " ") : c, to: &out, keepSlash: false)
+            }
+            i += 1
+        }
+    }
+
+    /// True when `raw` is its own canonical form: unreserved bytes (and literal slashes, when
+    /// kept), and `%XX` escapes in upper-case hex of bytes that must stay escaped.
+    private static func isCanonical(_ raw: UnsafeBufferPointer<UInt8>, keepLiteralSlash: Bool) -> Bool {
+        var i = 0
+        while i < raw.count {
+            let c = raw[i]
+            if isUnreserved(c) || (keepLiteralSlash && c == UInt8(ascii: "/")) {
+                i += 1
+                continue
+            }
+            guard c == UInt8(ascii: "%"), i + 2 < raw.count,
+                  let high = upperHexValue(raw[i + 1]), let low = upperHexValue(raw[i + 2]), !isUnreserved(high << 4 | low)
+            else { return false }
+            i += 3
+        }
+        return true
     }
 
     static func needsDecoding(_ utf8: some Collection<UInt8>, plusIsSpace: Bool) -> Bool {
-        func scan(_ bytes: some Collection<UInt8>) -> Bool {
-            bytes.contains { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }
-        }
-        return utf8.withContiguousStorageIfAvailable { scan($0) } ?? scan(utf8)
+        utf8.withContiguousStorageIfAvailable { needsDecoding($0, plusIsSpace: plusIsSpace) }
+            ?? utf8.contains { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }
+    }
+
+    static func needsDecoding(_ bytes: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool) -> Bool {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+        if memchr(base, Int32(UInt8(ascii: "%")), bytes.count) != nil { return true }
+        return plusIsSpace && memchr(base, Int32(UInt8(ascii: "+")), bytes.count) != nil
     }
 
     /// Calls `body` with each decoded byte; over the bytes' contiguous storage when there is one
@@ -101,6 +174,16 @@ public enum PercentEncoding {
         }
     }
 
+    @inline(__always)
+    private static func upperHexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    @inline(__always)
     private static func hexValue(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")

@@ -111,7 +111,7 @@ public enum S3SigV4 {
             throw .invalidRequest("Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified")
         }
         if let authorization {
-            return try verifyHeader(request, authorization: authorization, query: query, lookup: lookup)
+            return try verifyHeader(request, authorization: authorization, lookup: lookup)
         }
         if queryAlgorithm != nil {
             return try verifyPresigned(request, query: query, lookup: lookup)
@@ -129,14 +129,24 @@ public enum S3SigV4 {
         var scope: String { "\(date)/\(region)/\(service)/\(S3SigV4.terminator)" }
     }
 
+    /// `<access key id>/<date>/<region>/<service>/aws4_request`; the key id may hold slashes, so
+    /// the four fixed parts are taken from the end.
     static func parseCredential(_ value: String) -> Credential? {
-        let parts = value.splitASCII(UInt8(ascii: "/"))
-        guard parts.count >= 5, parts[parts.count - 1] == terminator else { return nil }
-        let accessKeyId = parts[0..<(parts.count - 4)].joined(separator: "/")
-        let date = String(parts[parts.count - 4])
-        guard !accessKeyId.isEmpty, date.utf8.count == 8, date.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
-        return Credential(accessKeyId: accessKeyId, date: date,
-                          region: String(parts[parts.count - 3]), service: String(parts[parts.count - 2]))
+        let utf8 = value.utf8
+        var slashes: [String.Index] = []
+        var index = utf8.endIndex
+        while slashes.count < 4, let slash = utf8[..<index].lastIndex(of: UInt8(ascii: "/")) {
+            slashes.append(slash)
+            index = slash
+        }
+        guard slashes.count == 4 else { return nil }
+        func part(_ n: Int) -> Substring { value[utf8.index(after: slashes[n])..<(n == 0 ? utf8.endIndex : slashes[n - 1])] }
+        let accessKeyId = value[..<slashes[3]]
+        let date = part(3)
+        guard part(0) == terminator, !accessKeyId.isEmpty, date.utf8.count == 8,
+              date.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else { return nil }
+        return Credential(accessKeyId: String(accessKeyId), date: String(date), region: String(part(2)), service: String(part(1)))
     }
 
     /// `host;x-amz-date`: non-empty, lower-case names; nil otherwise.
@@ -161,8 +171,7 @@ public enum S3SigV4 {
         return fields
     }
 
-    static func verifyHeader(_ request: SignatureRequest, authorization: String, query: [RawQueryItem],
-                             lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
+    static func verifyHeader(_ request: SignatureRequest, authorization: String, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let prefix = algorithm + " "
         guard authorization.hasPrefix(prefix) else {
             throw .authorizationHeaderMalformed("the authorization mechanism is not supported; expecting AWS4-HMAC-SHA256.")
@@ -213,7 +222,7 @@ public enum S3SigV4 {
         guard let payload = S3PayloadMode(headerValue: contentSHA) else { throw .invalidContentSHA256(contentSHA) }
 
         return try verifySignature(
-            request, query: query, presigned: false, credential: credential, timestamp: timestamp,
+            request, presigned: false, credential: credential, timestamp: timestamp,
             requestTime: requestTime, expires: nil, signedHeaders: signedHeaders, signature: signature,
             token: request.headers["x-amz-security-token"], payloadHash: contentSHA, payload: payload, lookup: lookup
         )
@@ -225,7 +234,7 @@ public enum S3SigV4 {
     static let presignedParameters = [
         "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature",
         "X-Amz-Content-Sha256", "X-Amz-Security-Token",
-    ]
+    ].map { Array($0.utf8) }
 
     static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem],
                                 lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
@@ -282,7 +291,7 @@ public enum S3SigV4 {
         }
 
         return try verifySignature(
-            request, query: query, presigned: true, credential: credential, timestamp: dateValue,
+            request, presigned: true, credential: credential, timestamp: dateValue,
             requestTime: requestTime, expires: expires, signedHeaders: signedHeaders, signature: signature,
             token: parameters[7] ?? request.headers["x-amz-security-token"],
             payloadHash: payloadHash, payload: payload, lookup: lookup
@@ -294,12 +303,12 @@ public enum S3SigV4 {
     /// The common end of both forms: the secret, the canonical request (without
     /// `X-Amz-Signature` for presigned requests), the signature check, and the payload mode.
     static func verifySignature(
-        _ request: SignatureRequest, query: [RawQueryItem], presigned: Bool, credential: Credential, timestamp: String,
+        _ request: SignatureRequest, presigned: Bool, credential: Credential, timestamp: String,
         requestTime: Date, expires: Date?, signedHeaders: [String], signature: String, token: String?,
         payloadHash: String, payload: S3PayloadMode, lookup: SecretLookup
     ) throws(S3AuthError) -> S3VerifiedRequest {
         let secret = try lookupSecret(credential.accessKeyId, token: token, lookup: lookup)
-        let canonical = canonicalRequest(method: request.method, rawPath: request.rawPath, query: query,
+        let canonical = canonicalRequest(method: request.method, rawPath: request.rawPath, rawQuery: request.rawQuery,
                                          excludingSignature: presigned, headers: request.headers,
                                          signedHeaders: signedHeaders, payloadHash: payloadHash)
         let stringToSign = self.stringToSign(timestamp: timestamp, scope: credential.scope, canonicalRequest: canonical)
@@ -318,11 +327,10 @@ public enum S3SigV4 {
 
     /// `host` must always be signed; with `requireAmz`, so must every `x-amz-*` header present.
     static func checkSignedHeaderCoverage(_ headers: SignatureHeaders, signedHeaders: [String], requireAmz: Bool) throws(S3AuthError) {
-        let signed = Set(signedHeaders)
         var missing: [String] = []
-        if !signed.contains("host") { missing.append("host") }
+        if !signedHeaders.contains("host") { missing.append("host") }
         if requireAmz {
-            missing += headers.names.filter { $0.hasPrefix("x-amz-") && !signed.contains($0) }.sorted()
+            missing += headers.names.filter { $0.hasPrefix("x-amz-") && !signedHeaders.contains($0) }.sorted()
         }
         if !missing.isEmpty {
             throw .accessDenied("There were headers present in the request which were not signed: \(missing.joined(separator: ", "))")
@@ -407,55 +415,73 @@ public enum S3SigV4 {
 
     static func appendCanonicalURI(_ rawPath: String, to out: inout [UInt8]) {
         if rawPath.isEmpty { out.append(UInt8(ascii: "/")); return }
-        let utf8 = rawPath.utf8
-        var start = utf8.startIndex
-        while true {
-            let end = utf8[start...].firstIndex(of: UInt8(ascii: "/")) ?? utf8.endIndex
-            PercentEncoding.appendCanonical(utf8[start..<end], plusIsSpace: false, to: &out)
-            guard end != utf8.endIndex else { return }
-            out.append(UInt8(ascii: "/"))
-            start = utf8.index(after: end)
-        }
+        var rawPath = rawPath
+        rawPath.withUTF8 { PercentEncoding.appendCanonical($0, plusIsSpace: false, keepLiteralSlash: true, to: &out) }
     }
 
     /// Canonical query: every parameter decoded then `UriEncode`d, sorted by encoded name then
-    /// value, `name=value` joined by `&` (`=` kept even when the value is empty).
-    static func canonicalQuery(_ items: [RawQueryItem], excludingSignature: Bool) -> String {
+    /// value, `name=value` joined by `&` (`=` kept even when the value is empty). Items are split
+    /// on `&` and the first `=`, as `RawQueryItem.parse` splits them.
+    static func canonicalQuery(rawQuery: String, excludingSignature: Bool) -> String {
         var out: [UInt8] = []
-        appendCanonicalQuery(items, excludingSignature: excludingSignature, to: &out)
+        appendCanonicalQuery(rawQuery, excludingSignature: excludingSignature, to: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
     private static let signatureParameter = Array("X-Amz-Signature".utf8)
 
-    static func appendCanonicalQuery(_ items: [RawQueryItem], excludingSignature: Bool, to out: inout [UInt8]) {
-        // Every name and value encoded into one buffer; the pairs are sorted as ranges of it.
-        var arena: [UInt8] = []
-        arena.reserveCapacity(items.reduce(0) { $0 + $1.rawName.utf8.count + ($1.rawValue?.utf8.count ?? 0) } * 2)
-        var pairs: [(name: Range<Int>, value: Range<Int>)] = []
-        pairs.reserveCapacity(items.count)
-        for item in items {
-            let nameStart = arena.count
-            PercentEncoding.appendCanonical(item.rawName.utf8, plusIsSpace: true, to: &arena)
-            let name = nameStart..<arena.count
-            if excludingSignature && arena[name].elementsEqual(signatureParameter) {
-                arena.removeSubrange(name)
-                continue
+    static func appendCanonicalQuery(_ rawQuery: String, excludingSignature: Bool, to out: inout [UInt8]) {
+        var rawQuery = rawQuery
+        rawQuery.withUTF8 { raw in
+            guard !raw.isEmpty else { return }
+            // Every name and value in canonical form in one buffer; the pairs are sorted as ranges of it.
+            var arena: [UInt8] = []
+            arena.reserveCapacity(raw.count * 3)
+            var pairs: [(name: Range<Int>, value: Range<Int>)] = []
+            var start = 0
+            while start < raw.count {
+                let end = raw[start...].firstIndex(of: UInt8(ascii: "&")) ?? raw.count
+                if end > start {
+                    let equals = raw[start..<end].firstIndex(of: UInt8(ascii: "="))
+                    let nameStart = arena.count
+                    PercentEncoding.appendCanonical(UnsafeBufferPointer(rebasing: raw[start..<(equals ?? end)]),
+                                                    plusIsSpace: true, keepLiteralSlash: false, to: &arena)
+                    let name = nameStart..<arena.count
+                    if excludingSignature && arena[name].elementsEqual(signatureParameter) {
+                        arena.removeSubrange(name)
+                    } else {
+                        if let equals {
+                            PercentEncoding.appendCanonical(UnsafeBufferPointer(rebasing: raw[(equals + 1)..<end]),
+                                                            plusIsSpace: true, keepLiteralSlash: false, to: &arena)
+                        }
+                        pairs.append((name, name.upperBound..<arena.count))
+                    }
+                }
+                start = end + 1
             }
-            if let rawValue = item.rawValue { PercentEncoding.appendCanonical(rawValue.utf8, plusIsSpace: true, to: &arena) }
-            pairs.append((name, name.upperBound..<arena.count))
+            arena.withUnsafeBufferPointer { arena in
+                pairs.sort { lhs, rhs in
+                    let byName = compareBytes(arena, lhs.name, rhs.name)
+                    return byName != 0 ? byName < 0 : compareBytes(arena, lhs.value, rhs.value) < 0
+                }
+                for (index, pair) in pairs.enumerated() {
+                    if index > 0 { out.append(UInt8(ascii: "&")) }
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: arena[pair.name]))
+                    out.append(UInt8(ascii: "="))
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: arena[pair.value]))
+                }
+            }
         }
-        pairs.sort { lhs, rhs in
-            let lhsName = arena[lhs.name], rhsName = arena[rhs.name]
-            if !lhsName.elementsEqual(rhsName) { return lhsName.lexicographicallyPrecedes(rhsName) }
-            return arena[lhs.value].lexicographicallyPrecedes(arena[rhs.value])
+    }
+
+    /// Byte-wise order of two ranges of `bytes`: negative, zero or positive.
+    private static func compareBytes(_ bytes: UnsafeBufferPointer<UInt8>, _ lhs: Range<Int>, _ rhs: Range<Int>) -> Int {
+        let common = min(lhs.count, rhs.count)
+        if common > 0, let base = bytes.baseAddress {
+            let order = memcmp(base + lhs.lowerBound, base + rhs.lowerBound, common)
+            if order != 0 { return Int(order) }
         }
-        for (index, pair) in pairs.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: "&")) }
-            out += arena[pair.name]
-            out.append(UInt8(ascii: "="))
-            out += arena[pair.value]
-        }
+        return lhs.count - rhs.count
     }
 
     /// `Trimall`: trims and collapses runs of whitespace to one space.
@@ -466,9 +492,22 @@ public enum S3SigV4 {
     }
 
     static func appendTrimmedAll(_ value: String, to out: inout [UInt8]) {
+        var value = value
+        value.withUTF8 { appendTrimmedAll($0, to: &out) }
+    }
+
+    private static func appendTrimmedAll(_ value: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        func isSpace(_ c: UInt8) -> Bool {
+            c == UInt8(ascii: " ") || c == UInt8(ascii: "\t") || c == UInt8(ascii: "\n") || c == UInt8(ascii: "\r")
+        }
+        // Almost every signed value (host, dates, hashes) has no whitespace at all.
+        if !value.contains(where: isSpace) {
+            out.append(contentsOf: value)
+            return
+        }
         var pendingSpace = false
         var wroteAny = false
-        for c in value.utf8 {
+        for c in value {
             if c == UInt8(ascii: " ") || c == UInt8(ascii: "\t") || c == UInt8(ascii: "\n") || c == UInt8(ascii: "\r") {
                 pendingSpace = wroteAny
             } else {
@@ -481,13 +520,13 @@ public enum S3SigV4 {
 
     public static func canonicalRequest(method: String, rawPath: String, rawQuery: String, headers: SignatureHeaders,
                                         signedHeaders: [String], payloadHash: String, presigned: Bool) -> String {
-        String(decoding: canonicalRequest(method: method, rawPath: rawPath, query: RawQueryItem.parse(rawQuery),
+        String(decoding: canonicalRequest(method: method, rawPath: rawPath, rawQuery: rawQuery,
                                           excludingSignature: presigned, headers: headers, signedHeaders: signedHeaders,
                                           payloadHash: payloadHash),
                as: UTF8.self)
     }
 
-    static func canonicalRequest(method: String, rawPath: String, query: [RawQueryItem], excludingSignature: Bool,
+    static func canonicalRequest(method: String, rawPath: String, rawQuery: String, excludingSignature: Bool,
                                  headers: SignatureHeaders, signedHeaders: [String], payloadHash: String) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(512)
@@ -495,7 +534,7 @@ public enum S3SigV4 {
         out.append(UInt8(ascii: "\n"))
         appendCanonicalURI(rawPath, to: &out)
         out.append(UInt8(ascii: "\n"))
-        appendCanonicalQuery(query, excludingSignature: excludingSignature, to: &out)
+        appendCanonicalQuery(rawQuery, excludingSignature: excludingSignature, to: &out)
         out.append(UInt8(ascii: "\n"))
         for name in signedHeaders {
             out += name.utf8
@@ -537,7 +576,7 @@ public enum S3SigV4 {
 
     /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), "s3"), "aws4_request").
     static func signingKey(secret: String, date: String, region: String) throws(S3AuthError) -> DerivedSigningKey {
-        try SigningKeyCache.shared.key(for: "AWS4\u{0}\(secret)\u{0}\(date)\u{0}\(region)") { () throws(S3AuthError) in
+        try SigningKeyCache.shared.key(for: .init(secret: secret, date: date, region: region)) { () throws(S3AuthError) in
             do { return try DerivedSigningKey(deriveSigningKey(secret: secret, date: date, region: region)) } catch { throw .internalError }
         }
     }

@@ -26,9 +26,9 @@ public struct SignatureRequest: Sendable, Equatable {
 
     /// Splits a request target (`/bucket/key?acl`) into path and query.
     public init(method: String, target: String, headers: SignatureHeaders, now: Date) {
-        if let mark = target.firstIndex(of: "?") {
+        if let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
             self.init(method: method, rawPath: String(target[..<mark]),
-                      rawQuery: String(target[target.index(after: mark)...]), headers: headers, now: now)
+                      rawQuery: String(target[target.utf8.index(after: mark)...]), headers: headers, now: now)
         } else {
             self.init(method: method, rawPath: target, rawQuery: "", headers: headers, now: now)
         }
@@ -55,8 +55,24 @@ public struct RawQueryItem: Sendable, Equatable {
         self.name = PercentEncoding.needsDecoding(rawName.utf8, plusIsSpace: true)
             ? Substring(PercentEncoding.decode(rawName, plusIsSpace: true)) : rawName
     }
+    /// Whether the decoded name starts with `prefix`, compared as bytes.
+    public func nameHasPrefix(_ prefix: String) -> Bool {
+        var prefix = prefix
+        return prefix.withUTF8 { expected in
+            name.utf8.withContiguousStorageIfAvailable { $0.count >= expected.count && $0.starts(with: expected) }
+                ?? name.utf8.starts(with: expected)
+        }
+    }
+
     /// Percent-decoded value, empty when absent.
-    public var value: String { rawValue.map { PercentEncoding.decode($0, plusIsSpace: true) } ?? "" }
+    public var value: String {
+        guard let rawValue else { return "" }
+        return rawValue.utf8.withContiguousStorageIfAvailable { bytes in
+            PercentEncoding.needsDecoding(bytes, plusIsSpace: true)
+                ? String(decoding: PercentEncoding.decodeBytes(bytes, plusIsSpace: true), as: UTF8.self)
+                : String(decoding: bytes, as: UTF8.self)
+        } ?? PercentEncoding.decode(rawValue, plusIsSpace: true)
+    }
 
     public static func parse(_ query: String) -> [RawQueryItem] {
         guard !query.isEmpty else { return [] }
@@ -93,10 +109,18 @@ extension Array where Element == RawQueryItem {
     }
 
     /// The decoded values of the first items named `names[i]`, in one pass over the items.
-    func firstValues(named names: [String]) -> [String?] {
+    func firstValues(named names: [[UInt8]]) -> [String?] {
         var values = [String?](repeating: nil, count: names.count)
-        for item in self {
-            if let slot = names.firstIndex(where: { item.name == $0 }), values[slot] == nil { values[slot] = item.value }
+        for index in indices {
+            let name = self[index].name.utf8
+            let found: Int?? = name.withContiguousStorageIfAvailable { name in
+                names.indices.first { slot in
+                    values[slot] == nil && names[slot].count == name.count
+                        && (name.isEmpty || names[slot].withUnsafeBufferPointer { memcmp($0.baseAddress!, name.baseAddress!, name.count) == 0 })
+                }
+            }
+            let slot = found ?? names.indices.first { values[$0] == nil && names[$0].elementsEqual(name) }
+            if let slot { values[slot] = self[index].value }
         }
         return values
     }

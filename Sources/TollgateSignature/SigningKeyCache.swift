@@ -20,9 +20,16 @@ final class SigningKeyCache: Sendable {
     static let shared = SigningKeyCache()
     static let capacity = 4096
 
-    private let keys = Mutex<[String: DerivedSigningKey]>([:])
+    /// What a SigV4 signing key is derived from (the service and terminator are fixed).
+    struct Key: Hashable, Sendable {
+        let secret: String
+        let date: String
+        let region: String
+    }
 
-    func key<E: Error>(for id: String, derive: () throws(E) -> DerivedSigningKey) throws(E) -> DerivedSigningKey {
+    private let keys = Mutex<[Key: DerivedSigningKey]>([:])
+
+    func key<E: Error>(for id: Key, derive: () throws(E) -> DerivedSigningKey) throws(E) -> DerivedSigningKey {
         if let key = keys.withLock({ $0[id] }) { return key }
         let key = try derive()
         keys.withLock { keys in
