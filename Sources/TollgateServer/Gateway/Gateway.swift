@@ -101,7 +101,7 @@ struct Gateway: HTTPResponder, Sendable {
     /// Bucket and key from the Host header (virtual-host style, when a base domain is set) and
     /// the path (path style). The key is percent-decoded and must be UTF-8.
     func address(host: String?, rawPath: String) throws(GatewayError) -> (bucket: String?, key: String?) {
-        var path = Substring(rawPath.hasPrefix("/") ? String(rawPath.dropFirst()) : rawPath)
+        var path = rawPath.hasPrefix("/") ? rawPath.dropFirst() : rawPath[...]
         var bucket: String?
         if let baseDomain, let host {
             let hostname = host.split(separator: ":").first.map(String.init)?.lowercased() ?? ""
@@ -110,16 +110,17 @@ struct Gateway: HTTPResponder, Sendable {
             }
         }
         if bucket == nil {
-            let segment = path.prefix { $0 != "/" }
-            if !segment.isEmpty { bucket = try Self.decodeUTF8(segment) }
-            path = path.dropFirst(segment.count)
-            if path.hasPrefix("/") { path = path.dropFirst() }
+            let slash = path.utf8.firstIndex(of: UInt8(ascii: "/")) ?? path.endIndex
+            if slash != path.startIndex { bucket = try Self.decodeUTF8(path[..<slash]) }
+            path = slash == path.endIndex ? path[slash...] : path[path.utf8.index(after: slash)...]
         }
         let key = path.isEmpty ? nil : try Self.decodeUTF8(path)
         return (bucket, key)
     }
 
     static func decodeUTF8(_ raw: Substring) throws(GatewayError) -> String {
+        // Nothing escaped: the text is the request's own, already valid UTF-8.
+        if !raw.utf8.contains(UInt8(ascii: "%")) { return String(raw) }
         let bytes = PercentEncoding.decodeBytes(raw)
         guard let string = String(validating: bytes, as: UTF8.self) else {
             throw GatewayError(.badRequest, "InvalidURI", "Couldn't parse the specified URI.")
@@ -128,13 +129,16 @@ struct Gateway: HTTPResponder, Sendable {
     }
 
     static func split(_ target: String) -> (path: String, query: String) {
-        guard let mark = target.firstIndex(of: "?") else { return (target, "") }
-        return (String(target[..<mark]), String(target[target.index(after: mark)...]))
+        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return (target, "") }
+        return (String(target[..<mark]), String(target[target.utf8.index(after: mark)...]))
     }
 
+    /// The first value of each query parameter, decoded, for routing and handlers. The S3
+    /// signature's own parameters (`X-Amz-*`) are left out: only the signature check reads them,
+    /// from the raw items, and a presigned GET then builds no dictionary at all.
     static func decodeQuery(_ items: [RawQueryItem]) -> [String: String] {
         var query: [String: String] = [:]
-        for item in items {
+        for item in items where !item.nameHasPrefix("X-Amz-") {
             let name = String(item.name)
             if query[name] == nil { query[name] = item.value }
         }

@@ -94,14 +94,16 @@ extension Gateway {
         return headers
     }
 
+    static let responseOverrides: [(String, HTTPField.Name)] = [
+        ("response-content-type", .contentType), ("response-content-language", .contentLanguage),
+        ("response-expires", .expires), ("response-cache-control", .cacheControl),
+        ("response-content-disposition", .contentDisposition), ("response-content-encoding", .contentEncoding),
+    ]
+
     /// `response-content-type` and friends on a (usually presigned) GET override the stored headers.
     func applyResponseOverrides(_ call: Call, to headers: inout HTTPFields) {
-        let overrides: [(String, HTTPField.Name)] = [
-            ("response-content-type", .contentType), ("response-content-language", .contentLanguage),
-            ("response-expires", .expires), ("response-cache-control", .cacheControl),
-            ("response-content-disposition", .contentDisposition), ("response-content-encoding", .contentEncoding),
-        ]
-        for (parameter, field) in overrides {
+        guard !call.query.isEmpty else { return }
+        for (parameter, field) in Self.responseOverrides {
             if let value = call.query[parameter] { headers[field] = value }
         }
     }
