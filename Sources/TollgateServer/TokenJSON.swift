@@ -24,12 +24,11 @@ public enum TokenJSON {
     }
 
     public static func response(_ status: HTTPResponse.Status, _ body: String) -> Response {
-        Response(
-            status: status,
-            headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(string: body))
-        )
+        Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
     }
+
+    /// The same two headers on every answer, built once (copying them only shares their storage).
+    private static let headers: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"]
 }
 
 /// An error of the token endpoint, rendered in the endpoint's JSON shape with HTTP status N.

@@ -276,9 +276,12 @@ public struct TokenService: Sendable {
         return (claims, secret)
     }
 
+    private static let alphanumerics = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+
     static func randomAlphanumeric(_ count: Int) throws(CryptoError) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        let alphabet = alphanumerics
         var out = [UInt8]()
+        out.reserveCapacity(count)
         while out.count < count {
             // Rejection sampling keeps every character equally likely (248 = 4 × 62).
             for byte in try Crypto.randomBytes(count: count * 2) where byte < 248 && out.count < count {
@@ -295,8 +298,34 @@ public enum Timestamp {
         var time = time_t(seconds)
         var parts = tm()
         gmtime_r(&time, &parts)
-        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+        let year = Int(parts.tm_year) + 1900
+        guard (0...9999).contains(year) else {
+            func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+            return "\(year)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+        }
+        // Written as bytes: this runs for every token the endpoint issues.
+        return String(unsafeUninitializedCapacity: 20) { out in
+            func digits(_ value: Int, _ count: Int, at offset: Int) {
+                var value = value
+                for index in stride(from: offset + count - 1, through: offset, by: -1) {
+                    out[index] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+            }
+            digits(year, 4, at: 0)
+            out[4] = UInt8(ascii: "-")
+            digits(Int(parts.tm_mon) + 1, 2, at: 5)
+            out[7] = UInt8(ascii: "-")
+            digits(Int(parts.tm_mday), 2, at: 8)
+            out[10] = UInt8(ascii: "T")
+            digits(Int(parts.tm_hour), 2, at: 11)
+            out[13] = UInt8(ascii: ":")
+            digits(Int(parts.tm_min), 2, at: 14)
+            out[16] = UInt8(ascii: ":")
+            digits(Int(parts.tm_sec), 2, at: 17)
+            out[19] = UInt8(ascii: "Z")
+            return 20
+        }
     }
 
     public static func iso8601(_ date: Date) -> String {
