@@ -48,13 +48,8 @@ public enum PercentEncoding {
     /// (as S3 and OSS do). `+` becomes a space only with `plusIsSpace` (query strings, which
     /// HTTP libraries such as Python's requests form-encode); in paths it is a literal plus.
     public static func decodeBytes(_ string: some StringProtocol, plusIsSpace: Bool = false) -> [UInt8] {
-        if let decoded = string.utf8.withContiguousStorageIfAvailable({ decodeBytes($0, plusIsSpace: plusIsSpace) }) {
-            return decoded
-        }
-        var out = [UInt8]()
-        out.reserveCapacity(string.utf8.count)
-        forEachDecoded(string.utf8, plusIsSpace: plusIsSpace) { out.append($0) }
-        return out
+        string.utf8.withContiguousStorageIfAvailable { decodeBytes($0, plusIsSpace: plusIsSpace) }
+            ?? Array(string.utf8).withUnsafeBufferPointer { decodeBytes($0, plusIsSpace: plusIsSpace) }
     }
 
     /// The same over contiguous bytes, written straight into the result (never longer than the input).
@@ -137,41 +132,6 @@ public enum PercentEncoding {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
         if memchr(base, Int32(UInt8(ascii: "%")), bytes.count) != nil { return true }
         return plusIsSpace && memchr(base, Int32(UInt8(ascii: "+")), bytes.count) != nil
-    }
-
-    /// Calls `body` with each decoded byte; over the bytes' contiguous storage when there is one
-    /// (native strings), which is many times faster than stepping String indices.
-    @inline(__always)
-    static func forEachDecoded<C: Collection<UInt8>>(_ utf8: C, plusIsSpace: Bool, _ body: (UInt8) -> Void) {
-        let done: Void? = utf8.withContiguousStorageIfAvailable { buffer in
-            forEachDecodedBytes(buffer, plusIsSpace: plusIsSpace, body)
-        }
-        if done == nil { forEachDecodedBytes(utf8, plusIsSpace: plusIsSpace, body) }
-    }
-
-    @inline(__always)
-    private static func forEachDecodedBytes<C: Collection<UInt8>>(_ utf8: C, plusIsSpace: Bool, _ body: (UInt8) -> Void) {
-        var i = utf8.startIndex
-        while i != utf8.endIndex {
-            let c = utf8[i]
-            if c == UInt8(ascii: "%") {
-                let first = utf8.index(after: i)
-                if first != utf8.endIndex, let high = hexValue(utf8[first]) {
-                    let second = utf8.index(after: first)
-                    if second != utf8.endIndex, let low = hexValue(utf8[second]) {
-                        body(high << 4 | low)
-                        i = utf8.index(after: second)
-                        continue
-                    }
-                }
-                body(c)
-            } else if plusIsSpace && c == UInt8(ascii: "+") {
-                body(UInt8(ascii: " "))
-            } else {
-                body(c)
-            }
-            i = utf8.index(after: i)
-        }
     }
 
     @inline(__always)
