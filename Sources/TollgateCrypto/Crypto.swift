@@ -125,15 +125,31 @@ public final class StreamingDigest {
     }
 }
 
-/// An HMAC key prepared once: the key schedule (inner and outer padded digests) is computed at
-/// init, and each MAC duplicates that state instead of re-fetching the digest and re-keying.
-/// The template context is only read, under a lock, when duplicated; each computation then
-/// owns its own copy, so one `HMACKey` serves any number of threads.
+/// An HMAC key prepared once and shared by any number of threads.
+///
+/// A keyed `EVP_MAC_CTX` holds the key schedule (the inner and outer padded digests). Each MAC
+/// borrows an idle context from a small pool, and `EVP_MAC_init` with no key resets it to that
+/// keyed state for the next message. That avoids both re-keying and `EVP_MAC_CTX_dup`, which
+/// allocates seven objects per MAC; the pool only grows to the number of MACs computed at once.
 public final class HMACKey: Sendable {
-    private let template: Mutex<MACContext>
+    private let idle: Mutex<[MACContext]>
+    private let key: [UInt8]
     public let algorithm: DigestAlgorithm
+    /// Contexts kept for reuse; beyond this many concurrent MACs, extra contexts are freed.
+    private static let poolLimit = 32
 
     public init(_ algorithm: DigestAlgorithm, key: [UInt8]) throws(CryptoError) {
+        self.key = key
+        self.algorithm = algorithm
+        self.idle = Mutex([])
+        let first = try makeContext()
+        idle.withLock { $0.append(first) }
+    }
+
+    deinit { idle.withLock { contexts in for context in contexts { EVP_MAC_CTX_free(context.pointer) } } }
+
+    /// A new context keyed with `key`, ready for a message.
+    private func makeContext() throws(CryptoError) -> MACContext {
         let algorithms = try Algorithms.get()
         guard let context = EVP_MAC_CTX_new(algorithms.hmac) else { throw CryptoError("EVP_MAC_CTX_new") }
         let initialised = key.withUnsafeBufferPointer { keyBuffer in
@@ -143,22 +159,30 @@ public final class HMACKey: Sendable {
             EVP_MAC_CTX_free(context)
             throw CryptoError("EVP_MAC_init")
         }
-        self.template = Mutex(MACContext(pointer: context))
-        self.algorithm = algorithm
+        return MACContext(pointer: context)
     }
 
-    deinit { template.withLock { EVP_MAC_CTX_free($0.pointer) } }
-
     public func authenticate(_ data: UnsafeRawBufferPointer) throws(CryptoError) -> [UInt8] {
-        guard let context = template.withLock({ EVP_MAC_CTX_dup($0.pointer) }) else { throw CryptoError("EVP_MAC_CTX_dup") }
-        defer { EVP_MAC_CTX_free(context) }
-        guard EVP_MAC_update(context, data.baseAddress?.assumingMemoryBound(to: UInt8.self), data.count) == 1 else {
-            throw CryptoError("EVP_MAC_update")
-        }
+        let context: MACContext
+        if let pooled = idle.withLock({ $0.popLast() }) { context = pooled } else { context = try makeContext() }
         var output = [UInt8](repeating: 0, count: algorithm.outputSize)
         var length = 0
-        guard EVP_MAC_final(context, &output, &length, output.count) == 1 else { throw CryptoError("EVP_MAC_final") }
-        return Array(output.prefix(length))
+        let computed = EVP_MAC_update(context.pointer, data.baseAddress?.assumingMemoryBound(to: UInt8.self), data.count) == 1
+            && EVP_MAC_final(context.pointer, &output, &length, output.count) == 1
+        let error = computed ? nil : CryptoError("HMAC")
+        // Back to the keyed state for the next message; a context that fails to reset is dropped.
+        if EVP_MAC_init(context.pointer, nil, 0, nil) != 1 || !keep(context) { EVP_MAC_CTX_free(context.pointer) }
+        if let error { throw error }
+        return length == output.count ? output : Array(output.prefix(length))
+    }
+
+    /// Returns a reset context to the pool; false when the pool is full.
+    private func keep(_ context: MACContext) -> Bool {
+        idle.withLock { contexts in
+            guard contexts.count < Self.poolLimit else { return false }
+            contexts.append(context)
+            return true
+        }
     }
 
     public func authenticate(_ data: [UInt8]) throws(CryptoError) -> [UInt8] {
@@ -177,7 +201,7 @@ public final class HMACKey: Sendable {
     }
 }
 
-/// An `EVP_MAC_CTX` pointer; only ever touched inside `HMACKey`'s lock.
+/// An `EVP_MAC_CTX` pointer, owned by one thread at a time: in `HMACKey`'s pool or in use.
 struct MACContext: @unchecked Sendable {
     let pointer: OpaquePointer
 }
@@ -251,3 +275,40 @@ public enum Crypto {
         constantTimeEqual(Array(a.utf8), Array(b.utf8))
     }
 }
+
+/// Random bytes from libcrypto's DRBG, fetched a block at a time and handed out once each, in
+/// order. Each `RAND_bytes` call re-keys the DRBG, which costs far more than the bytes
+/// themselves; access key ids, minted on every token request, draw from here instead.
+public final class RandomPool: Sendable {
+    private let blockSize: Int
+    private let state: Mutex<(block: [UInt8], used: Int)>
+
+    public init(blockSize: Int = 4096) {
+        precondition(blockSize > 0)
+        self.blockSize = blockSize
+        self.state = Mutex(([], 0))
+    }
+
+    /// `count` fresh random bytes; never the same bytes twice.
+    public func bytes(count: Int) throws(CryptoError) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(count)
+        while out.count < count {
+            let exhausted = state.withLock { state in
+                let take = min(count - out.count, state.block.count - state.used)
+                out.append(contentsOf: state.block[state.used..<state.used + take])
+                state.used += take
+                return out.count < count
+            }
+            if exhausted {
+                // Drawn outside the lock; if another thread refilled meanwhile, this block is dropped.
+                let block = try Crypto.randomBytes(count: blockSize)
+                state.withLock { state in
+                    if state.used == state.block.count { state = (block, 0) }
+                }
+            }
+        }
+        return out
+    }
+}
+

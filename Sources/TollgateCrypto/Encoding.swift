@@ -60,34 +60,50 @@ public enum Base64 {
         encode(Array(bytes), alphabet: url, pad: false)
     }
 
-    private static func encode(_ bytes: [UInt8], alphabet: [UInt8], pad: Bool) -> String {
+    /// Appends the base64url (unpadded) of `bytes` to `out`: tokens are built in one buffer.
+    public static func appendURL(_ bytes: [UInt8], to out: inout [UInt8]) {
+        let start = out.count
         let count = (bytes.count + 2) / 3 * 4
-        return String(unsafeUninitializedCapacity: count) { out in
-            var o = 0
-            var i = 0
-            func put(_ value: UInt32) {
-                out[o] = alphabet[Int(value & 63)]
-                o += 1
-            }
-            while i + 3 <= bytes.count {
-                let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-                put(n >> 18); put(n >> 12); put(n >> 6); put(n)
-                i += 3
-            }
-            let rest = bytes.count - i
-            if rest > 0 {
-                let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
-                put(n >> 18); put(n >> 12)
-                if rest == 2 { put(n >> 6) }
-                if pad {
-                    for _ in rest..<3 {
-                        out[o] = UInt8(ascii: "=")
-                        o += 1
-                    }
+        out.append(contentsOf: repeatElement(0, count: count))
+        let written = out.withUnsafeMutableBufferPointer { buffer in
+            write(bytes, alphabet: url, pad: false, into: UnsafeMutableBufferPointer(rebasing: buffer[start...]))
+        }
+        out.removeLast(count - written)
+    }
+
+    private static func encode(_ bytes: [UInt8], alphabet: [UInt8], pad: Bool) -> String {
+        String(unsafeUninitializedCapacity: (bytes.count + 2) / 3 * 4) { out in
+            write(bytes, alphabet: alphabet, pad: pad, into: out)
+        }
+    }
+
+    /// Writes the encoding into `out`, which holds at least `(bytes.count + 2) / 3 * 4` bytes;
+    /// returns how many it wrote.
+    private static func write(_ bytes: [UInt8], alphabet: [UInt8], pad: Bool, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var o = 0
+        var i = 0
+        func put(_ value: UInt32) {
+            out[o] = alphabet[Int(value & 63)]
+            o += 1
+        }
+        while i + 3 <= bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            put(n >> 18); put(n >> 12); put(n >> 6); put(n)
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest > 0 {
+            let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
+            put(n >> 18); put(n >> 12)
+            if rest == 2 { put(n >> 6) }
+            if pad {
+                for _ in rest..<3 {
+                    out[o] = UInt8(ascii: "=")
+                    o += 1
                 }
             }
-            return o
         }
+        return o
     }
 
     /// Decodes standard or url-safe base64, padded or not. Strict: any other character,

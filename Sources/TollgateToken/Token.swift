@@ -50,7 +50,7 @@ public struct TokenClaims: Codable, Sendable, Equatable {
 
     /// Compact JSON with sorted keys, written directly: minting is on the token endpoint's hot
     /// path, and this is several times cheaper than `JSONEncoder`. `JSONDecoder` reads it back.
-    var json: String {
+    var json: [UInt8] {
         var json = JSONObjectWriter()
         json.add("ak", accessKeyId)
         if let claims {
@@ -65,7 +65,7 @@ public struct TokenClaims: Codable, Sendable, Equatable {
         if let sessionPolicy { json.add("sp", sessionPolicy) }
         if let subject { json.add("sub", subject) }
         json.add("v", Int64(version))
-        return json.finish()
+        return json.finishBytes()
     }
 }
 
@@ -99,7 +99,8 @@ public struct JSONObjectWriter {
     }
 
     public mutating func add(_ name: String, _ value: Int64) {
-        add(name, raw: String(value))
+        member(name)
+        appendDecimal(value, to: &bytes)
     }
 
     public mutating func add(_ name: String, _ value: Bool) {
@@ -113,8 +114,12 @@ public struct JSONObjectWriter {
     }
 
     public consuming func finish() -> String {
+        String(decoding: finishBytes(), as: UTF8.self)
+    }
+
+    public consuming func finishBytes() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
     private mutating func member(_ name: String) {
@@ -123,12 +128,38 @@ public struct JSONObjectWriter {
         bytes.append(UInt8(ascii: ":"))
     }
 
+    /// Whether `utf8` holds a byte that JSON strings must escape: a control character, `"` or
+    /// `\\`. Checks eight bytes at a time (the token and its secret are read on every issue).
+    static func needsEscaping(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        /// A high bit set in every byte of `word` that is zero (exact as a yes/no answer).
+        func zeroBytes(_ word: UInt64) -> UInt64 { (word &- ones) & ~word & highs }
+        var index = 0
+        if let base = utf8.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            while index + 8 <= utf8.count {
+                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                // Bytes below 0x20, then bytes equal to `"` (0x22) or `\` (0x5c).
+                let control = (word &- ones &* 0x20) & ~word & highs
+                if control | zeroBytes(word ^ (ones &* 0x22)) | zeroBytes(word ^ (ones &* 0x5c)) != 0 { return true }
+                index += 8
+            }
+        }
+        while index < utf8.count {
+            let byte = utf8[index]
+            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return true }
+            index += 1
+        }
+        return false
+    }
+
     private mutating func appendQuoted(_ string: String) {
         bytes.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { utf8 in
             // Fast path: nothing to escape (every token field, almost every message).
-            if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            if !Self.needsEscaping(utf8) {
                 bytes.append(contentsOf: utf8)
                 return
             }
@@ -148,6 +179,22 @@ public struct JSONObjectWriter {
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+/// Appends the decimal digits of `value` (with a leading `-` when negative).
+func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    var magnitude = value.magnitude
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0) // 24 bytes, room for the 19 digits of Int64.min
+    withUnsafeMutableBytes(of: &digits) { buffer in
+        var start = buffer.count
+        repeat {
+            start -= 1
+            buffer[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+        bytes.append(contentsOf: buffer[start...])
     }
 }
 
@@ -194,8 +241,16 @@ public struct SigningKey: Sendable {
     }
 
     /// The temporary secret of a token: derived from its identity, never stored.
+    /// base64url(HMAC(secretKey, "<access key id>\n<issued at>\n<expires at>")).
     func temporarySecret(for claims: TokenClaims) throws(CryptoError) -> String {
-        Base64.encodeURL(try secretKey.authenticate("\(claims.accessKeyId)\n\(claims.issuedAt)\n\(claims.expiresAt)"))
+        var identity = [UInt8]()
+        identity.reserveCapacity(claims.accessKeyId.utf8.count + 24)
+        identity.append(contentsOf: claims.accessKeyId.utf8)
+        identity.append(UInt8(ascii: "\n"))
+        appendDecimal(claims.issuedAt, to: &identity)
+        identity.append(UInt8(ascii: "\n"))
+        appendDecimal(claims.expiresAt, to: &identity)
+        return Base64.encodeURL(try secretKey.authenticate(identity))
     }
 }
 
@@ -235,17 +290,27 @@ public struct TokenService: Sendable {
         claims extra: [String: String]? = nil, duration: Int64, now: Date
     ) throws(CryptoError) -> IssuedCredentials {
         let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
-        let accessKeyId = "STS." + (try Self.randomAlphanumeric(24))
+        let accessKeyId = try Self.newAccessKeyId()
         let claims = TokenClaims(
             keyId: current.id, accessKeyId: accessKeyId, issuedAt: issuedAt, expiresAt: issuedAt + duration,
             subject: subject, role: role, sessionName: sessionName ?? accessKeyId, sessionPolicy: sessionPolicy,
             claims: extra
         )
-        let signedPart = "\(Self.prefix).\(current.id).\(Base64.encodeURL(claims.json.utf8))"
-        let token = "\(signedPart).\(Base64.encodeURL(try current.mac(signedPart[...])))"
+        // Written into one buffer: prefix, key id, claims, then the MAC of all that.
+        let json = claims.json
+        var token = [UInt8]()
+        token.reserveCapacity(Self.prefix.utf8.count + current.id.utf8.count + json.count * 4 / 3 + 52)
+        token.append(contentsOf: Self.prefix.utf8)
+        token.append(UInt8(ascii: "."))
+        token.append(contentsOf: current.id.utf8)
+        token.append(UInt8(ascii: "."))
+        Base64.appendURL(json, to: &token)
+        let mac = try current.macKey.authenticate(token)
+        token.append(UInt8(ascii: "."))
+        Base64.appendURL(mac, to: &token)
         return IssuedCredentials(
             accessKeyId: accessKeyId, accessKeySecret: try current.temporarySecret(for: claims),
-            securityToken: token, claims: claims
+            securityToken: String(decoding: token, as: UTF8.self), claims: claims
         )
     }
 
@@ -277,18 +342,20 @@ public struct TokenService: Sendable {
     }
 
     private static let alphanumerics = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
+    private static let random = RandomPool()
 
-    static func randomAlphanumeric(_ count: Int) throws(CryptoError) -> String {
+    /// `STS.` and 24 random letters and digits.
+    static func newAccessKeyId() throws(CryptoError) -> String {
         let alphabet = alphanumerics
-        var out = [UInt8]()
-        out.reserveCapacity(count)
-        while out.count < count {
+        var id = Array("STS.".utf8)
+        id.reserveCapacity(28)
+        while id.count < 28 {
             // Rejection sampling keeps every character equally likely (248 = 4 × 62).
-            for byte in try Crypto.randomBytes(count: count * 2) where byte < 248 && out.count < count {
-                out.append(alphabet[Int(byte) % alphabet.count])
+            for byte in try random.bytes(count: 32) where byte < 248 && id.count < 28 {
+                id.append(alphabet[Int(byte) % alphabet.count])
             }
         }
-        return String(decoding: out, as: UTF8.self)
+        return String(decoding: id, as: UTF8.self)
     }
 }
 

@@ -64,6 +64,38 @@ func hmacSHA1(vector: MACVector) throws {
     #expect(Hex.encode(try Crypto.hmacSHA1(key: vector.key, data: vector.data)) == vector.expected)
 }
 
+/// A prepared key reuses its contexts: every MAC after the first starts from a reset one, so a
+/// reset that kept any state of the previous message would show here.
+@Test("HMACKey: RFC 4231 and RFC 2202 vectors, repeated on one key", arguments: rfc4231 + rfc2202)
+func preparedKeyRepeats(vector: MACVector) throws {
+    let algorithm: DigestAlgorithm = vector.expected.count == 40 ? .sha1 : .sha256
+    let key = try HMACKey(algorithm, key: vector.key)
+    for _ in 0..<3 {
+        let mac = try key.authenticate(vector.data)
+        #expect(Hex.encode(mac.prefix(vector.truncate ?? mac.count)) == vector.expected)
+    }
+    // A different message in between must not leak into the next one.
+    _ = try key.authenticate(Array("something else entirely, longer than one block of SHA-256 input....".utf8))
+    let mac = try key.authenticate(vector.data)
+    #expect(Hex.encode(mac.prefix(vector.truncate ?? mac.count)) == vector.expected)
+}
+
+/// Many MACs at once on one key: each borrows its own context from the pool.
+@Test func preparedKeyIsSharedAcrossTasks() async throws {
+    let key = try HMACKey(.sha256, key: Array("key".utf8))
+    let messages = (0..<200).map { Array("message \($0)".utf8) }
+    let expected = try messages.map { try Crypto.hmacSHA256(key: Array("key".utf8), data: $0) }
+    let results = try await withThrowingTaskGroup(of: (Int, [UInt8]).self) { group in
+        for (index, message) in messages.enumerated() {
+            group.addTask { (index, try key.authenticate(message)) }
+        }
+        var results = [[UInt8]](repeating: [], count: messages.count)
+        for try await (index, mac) in group { results[index] = mac }
+        return results
+    }
+    #expect(results == expected)
+}
+
 /// NIST FIPS 180-2 / CSRC example values for SHA-256.
 @Test("NIST SHA-256", arguments: [
     ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
@@ -106,6 +138,23 @@ func md5(input: String, expected: String) throws {
     #expect(a != b)
 }
 
+/// The pool hands out every byte of its blocks once, across refills, and never the same run twice.
+@Test func randomPoolHandsOutFreshBytesAcrossRefills() throws {
+    let pool = RandomPool(blockSize: 64)
+    var seen = Set<[UInt8]>()
+    var total = 0
+    for count in [1, 24, 48, 64, 7, 63, 64, 30] {
+        let bytes = try pool.bytes(count: count)
+        #expect(bytes.count == count)
+        total += count
+        if count >= 16 { #expect(seen.insert(bytes).inserted) }
+    }
+    #expect(total > 3 * 64, "several refills were exercised")
+    // Not constant: a pool that returned zeros or a fixed block would repeat itself.
+    let runs = try (0..<8).map { _ in try pool.bytes(count: 16) }
+    #expect(Set(runs).count == runs.count)
+}
+
 @Test func constantTimeCompare() {
     #expect(Crypto.constantTimeEqual([1, 2, 3], [1, 2, 3]))
     #expect(!Crypto.constantTimeEqual([1, 2, 3], [1, 2, 4]))
@@ -118,6 +167,9 @@ func md5(input: String, expected: String) throws {
         let data = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
         #expect(Base64.decode(Base64.encode(data)) == data)
         #expect(Base64.decode(Base64.encodeURL(data)) == data)
+        var appended = Array("prefix.".utf8)
+        Base64.appendURL(data, to: &appended)
+        #expect(appended == Array("prefix.".utf8) + Array(Base64.encodeURL(data).utf8))
     }
     #expect(Base64.encode(Array("foobar".utf8)) == "Zm9vYmFy")
     #expect(Base64.encode(Array("fo".utf8)) == "Zm8=")
