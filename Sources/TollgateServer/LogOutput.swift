@@ -70,35 +70,39 @@ public final class LogOutput: Sendable {
         }
 
         func log(event: LogEvent) {
-            var fields: [(String, Logger.MetadataValue)] = []
-            fields.reserveCapacity(metadata.count + (event.metadata?.count ?? 0))
-            for (key, value) in metadata where event.metadata?[key] == nil { fields.append((key, value)) }
-            for (key, value) in event.metadata ?? [:] { fields.append((key, value)) }
-            fields.sort { $0.0 < $1.0 }
-
             var line: [UInt8] = []
             line.reserveCapacity(320)
             LogOutput.appendTimestamp(to: &line)
             line.append(UInt8(ascii: " "))
-            LogOutput.append(event.level.rawValue, to: &line)
-            line.append(UInt8(ascii: " "))
-            LogOutput.append(label, to: &line)
-            line.append(UInt8(ascii: ":"))
-            line.append(UInt8(ascii: " "))
-            LogOutput.append(event.message.description, to: &line)
-            for (key, value) in fields {
-                line.append(UInt8(ascii: " "))
-                LogOutput.append(key, to: &line)
-                line.append(UInt8(ascii: "="))
-                let text: String
-                switch value {
-                case .string(let string): text = string
-                case .stringConvertible(let convertible): text = convertible.description
-                default: text = value.description
-                }
-                LogOutput.appendValue(text, to: &line)
-            }
+            LogOutput.appendEntry(level: event.level, label: label, message: event.message, metadata: event.metadata, context: metadata, to: &line)
             output.append(line)
+        }
+    }
+
+    /// A line after its timestamp: `level label: message key=value …`, keys in order, the
+    /// event's metadata winning over the logger's.
+    static func appendEntry(
+        level: Logger.Level, label: String, message: Logger.Message, metadata: Logger.Metadata?,
+        context: Logger.Metadata, to line: inout [UInt8]
+    ) {
+        append(level.rawValue, to: &line)
+        line.append(UInt8(ascii: " "))
+        append(label, to: &line)
+        line.append(UInt8(ascii: ":"))
+        line.append(UInt8(ascii: " "))
+        append(message.description, to: &line)
+        var fields = metadata.map(Array.init) ?? []
+        for (key, value) in context where metadata?[key] == nil { fields.append((key, value)) }
+        fields.sort { $0.key < $1.key }
+        for (key, value) in fields {
+            line.append(UInt8(ascii: " "))
+            append(key, to: &line)
+            line.append(UInt8(ascii: "="))
+            switch value {
+            case .string(let string): appendValue(string, to: &line)
+            case .stringConvertible(let convertible): appendValue(convertible.description, to: &line)
+            default: appendValue(value.description, to: &line)
+            }
         }
     }
 

@@ -1,5 +1,8 @@
 import Hummingbird
 import NIOCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The request context of both listeners: Hummingbird's core storage plus the peer address,
 /// which token logs and `aws:SourceIp` conditions need.
@@ -12,8 +15,42 @@ public struct TollgateRequestContext: RequestContext, RemoteAddressRequestContex
         remoteAddress = source.channel.remoteAddress
     }
 
-    /// The client's IP address as text, or "-" when unknown.
-    public var clientAddress: String { remoteAddress?.ipAddress ?? "-" }
+    /// The client's IP address as text, or "-" when unknown. IPv4 addresses are written here
+    /// directly: NIO's `ipAddress` goes through `inet_ntop` and a C string, and every issued
+    /// token logs this.
+    public var clientAddress: String {
+        switch remoteAddress {
+        case .v4(let address): Self.dottedQuad(address.address.sin_addr)
+        case let other?: other.ipAddress ?? "-"
+        case nil: "-"
+        }
+    }
+
+    /// `a.b.c.d` of an IPv4 address (stored in network byte order).
+    static func dottedQuad(_ address: in_addr) -> String {
+        withUnsafeBytes(of: address.s_addr) { octets in
+            String(unsafeUninitializedCapacity: 15) { out in
+                var count = 0
+                for (index, octet) in octets.enumerated() {
+                    if index > 0 {
+                        out[count] = UInt8(ascii: ".")
+                        count += 1
+                    }
+                    if octet >= 100 {
+                        out[count] = UInt8(ascii: "0") + octet / 100
+                        count += 1
+                    }
+                    if octet >= 10 {
+                        out[count] = UInt8(ascii: "0") + octet / 10 % 10
+                        count += 1
+                    }
+                    out[count] = UInt8(ascii: "0") + octet % 10
+                    count += 1
+                }
+                return count
+            }
+        }
+    }
 
     /// Bodies are streamed; only small XML/JSON bodies are collected, with their own limits.
     public var maxUploadSize: Int { 1024 * 1024 }

@@ -6,7 +6,7 @@ import TollgateToken
 /// OSS mobile SDKs' sample server prints (`JSONEncoder` does not promise an order).
 public enum TokenJSON {
     public static func credentials(_ issued: IssuedCredentials, expiration: String? = nil) -> String {
-        var json = JSONObjectWriter()
+        var json = JSONObjectWriter(capacity: 512) // the token alone is about 250 bytes
         json.add("StatusCode", 200)
         json.add("AccessKeyId", issued.accessKeyId)
         json.add("AccessKeySecret", issued.accessKeySecret)

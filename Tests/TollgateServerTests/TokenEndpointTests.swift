@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOCore
 import Testing
 import TollgateToken
 @testable import TollgateServer
@@ -93,4 +94,24 @@ func tokenShape(path: String, method: HTTPRequest.Method) async throws {
         #expect(!log.text.contains(secret))
     }
     #expect(!log.text.contains(fixture.state.root.accessKeySecret))
+}
+
+@Test func logLinesHaveSortedKeysEventOverridesAndQuotedValues() {
+    var line: [UInt8] = []
+    LogOutput.appendEntry(
+        level: .info, label: "tollgate", message: "token issued",
+        metadata: ["token.role": "default", "client.address": "127.0.0.1", "note": "two words", "hb.request.id": "event"],
+        context: ["hb.request.id": "context", "a.first": .stringConvertible(42), "list": ["x", "y"]],
+        to: &line
+    )
+    #expect(String(decoding: line, as: UTF8.self)
+        == #"info tollgate: token issued a.first=42 client.address=127.0.0.1 hb.request.id=event list="[\"x\", \"y\"]" note="two words" token.role=default"#)
+}
+
+@Test("IPv4 client addresses", arguments: ["0.0.0.0", "127.0.0.1", "10.20.30.40", "192.168.100.9", "255.255.255.255", "1.0.10.100"])
+func dottedQuad(address: String) throws {
+    let socket = try SocketAddress(ipAddress: address, port: 7080)
+    guard case .v4(let v4) = socket else { Issue.record("not IPv4"); return }
+    #expect(TollgateRequestContext.dottedQuad(v4.address.sin_addr) == address)
+    #expect(socket.ipAddress == address, "the same text as NIO's own formatting")
 }
