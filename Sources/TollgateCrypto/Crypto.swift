@@ -128,9 +128,10 @@ public final class StreamingDigest {
 /// An HMAC key prepared once and shared by any number of threads.
 ///
 /// A keyed `EVP_MAC_CTX` holds the key schedule (the inner and outer padded digests). Each MAC
-/// borrows an idle context from a small pool, and `EVP_MAC_init` with no key resets it to that
-/// keyed state for the next message. That avoids both re-keying and `EVP_MAC_CTX_dup`, which
-/// allocates seven objects per MAC; the pool only grows to the number of MACs computed at once.
+/// borrows an idle context from a small pool; afterwards `EVP_MAC_init` with no key (which
+/// OpenSSL 3 defines as re-initialising with the same key) resets it for the next message.
+/// That avoids both re-keying and `EVP_MAC_CTX_dup`, which allocates a fresh HMAC state and
+/// three digest contexts per MAC. The pool only grows to the number of MACs computed at once.
 public final class HMACKey: Sendable {
     private let idle: Mutex<[MACContext]>
     private let key: [UInt8]

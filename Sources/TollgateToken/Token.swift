@@ -129,7 +129,7 @@ public struct JSONObjectWriter {
     }
 
     /// Whether `utf8` holds a byte that JSON strings must escape: a control character, `"` or
-    /// `\\`. Checks eight bytes at a time (the token and its secret are read on every issue).
+    /// `\`. Checks eight bytes at a time (the token and its secret are read on every issue).
     static func needsEscaping(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
@@ -299,7 +299,8 @@ public struct TokenService: Sendable {
         // Written into one buffer: prefix, key id, claims, then the MAC of all that.
         let json = claims.json
         var token = [UInt8]()
-        token.reserveCapacity(Self.prefix.utf8.count + current.id.utf8.count + json.count * 4 / 3 + 52)
+        // Two dots, base64 rounding, then a dot and the 43 characters of the MAC.
+        token.reserveCapacity(Self.prefix.utf8.count + current.id.utf8.count + json.count * 4 / 3 + 48)
         token.append(contentsOf: Self.prefix.utf8)
         token.append(UInt8(ascii: "."))
         token.append(contentsOf: current.id.utf8)
