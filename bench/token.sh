@@ -3,12 +3,18 @@
 # same server), measured in the same run with wrk, release build. Prints requests/s, p99 latency
 # and the ratio token/trivial (goal >= 0.8).
 #   bash bench/token.sh [seconds-per-round] [connections] [rounds]
+# With --instructions, the server runs under callgrind instead and the script prints user-space
+# instructions per request for both routes: a figure that does not drift with the machine's load.
+#   bash bench/token.sh --instructions [requests]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+MODE=wrk
+if [ "${1:-}" = "--instructions" ]; then MODE=instructions; shift; fi
 DURATION=${1:-4}
 CONNECTIONS=${2:-32}
 ROUNDS=${3:-7}
-command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+TOOL=$([ "$MODE" = wrk ] && echo wrk || echo valgrind)
+command -v "$TOOL" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$TOOL" >/dev/null; }
 BIN=$(bash .ci/build-release.sh)
 
 WORK=$(mktemp -d)
@@ -22,6 +28,40 @@ cat > "$WORK/config.json" <<JSON
  "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
  "Variables": {"BUCKET_NAME": "bench"}}
 JSON
+if [ "$MODE" = instructions ]; then
+  REQUESTS=${1:-2000}
+  # Valgrind cannot read the debug info of the static-stdlib build; the symbols are enough.
+  strip --strip-debug -o "$WORK/tollgate" "$BIN"
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.%p" "$WORK/tollgate" serve --config "$WORK/config.json" > "$WORK/server.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+  requests() { # path count: sequential keep-alive requests
+    python3 - "$PORT" "$1" "$2" <<'PY'
+import http.client, sys
+port, path, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+for _ in range(count):
+    connection.request("GET", path)
+    response = connection.getresponse()
+    response.read()
+    assert response.status == 200, response.status
+PY
+  }
+  for path in /healthz /; do
+    requests "$path" 300                      # warm-up, not counted
+    callgrind_control -z "$PID" >/dev/null 2>&1
+    requests "$path" "$REQUESTS"
+    callgrind_control -d "$PID" >/dev/null 2>&1
+    sleep 1
+    TOTAL=$(cat "$WORK"/callgrind.*.* | awk '/^summary:/ {s += $2} END {print s}')
+    rm -f "$WORK"/callgrind.*.*
+    echo "$path $((TOTAL / REQUESTS))" >> "$WORK/instructions.txt"
+  done
+  awk '{n[$1] = $2; printf "%-9s %8d instructions per request\n", $1, $2}
+       END {printf "instructions trivial/token: %.2f (the throughput ratio if user-space work were all that counted)\n", n["/healthz"] / n["/"]}' "$WORK/instructions.txt"
+  exit 0
+fi
+
 "$BIN" serve --config "$WORK/config.json" > "$WORK/server.log" 2>&1 &
 PID=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
