@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import Synchronization
-import TollgateToken
 
 /// Structured log lines (`time level label: message key=value …`) written to standard output
 /// through a buffer that a background thread drains every few milliseconds. swift-log's
@@ -111,23 +110,25 @@ public final class LogOutput: Sendable {
         string.withUTF8 { bytes.append(contentsOf: $0) }
     }
 
-    /// A value as is, or quoted when it holds spaces, quotes or `=`.
+    /// A value as is, or quoted (with `\`, `"` and newlines escaped) when it holds spaces,
+    /// control characters, quotes or `=`.
     static func appendValue(_ value: String, to bytes: inout [UInt8]) {
         var value = value
         value.withUTF8 { utf8 in
-            if !utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") }) {
+            guard utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") }) else {
                 bytes.append(contentsOf: utf8)
-            } else {
-                append(quoteIfNeeded(String(decoding: utf8, as: UTF8.self)), to: &bytes)
+                return
             }
+            bytes.append(UInt8(ascii: "\""))
+            for byte in utf8 {
+                switch byte {
+                case UInt8(ascii: "\\"), UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), byte]
+                case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+                default: bytes.append(byte)
+                }
+            }
+            bytes.append(UInt8(ascii: "\""))
         }
-    }
-
-    static func quoteIfNeeded(_ value: String) -> String {
-        containsByte(value, where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") })
-            ? "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                .replacingOccurrences(of: "\n", with: "\\n") + "\""
-            : value
     }
 
     /// The formatted date and time of the current second, reused within that second.

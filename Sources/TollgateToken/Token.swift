@@ -69,13 +69,6 @@ public struct TokenClaims: Codable, Sendable, Equatable {
     }
 }
 
-/// Whether any UTF-8 byte of `string` satisfies `predicate`, scanning its contiguous storage
-/// (several times faster than iterating `string.utf8` on the token endpoint's hot path).
-public func containsByte(_ string: String, where predicate: (UInt8) -> Bool) -> Bool {
-    var string = string
-    return string.withUTF8 { $0.contains(where: predicate) }
-}
-
 /// Writes one flat JSON object, members in the order they are added, straight into UTF-8
 /// bytes. Hand-written because the token endpoint's field order is part of its contract
 /// (`JSONEncoder` promises none) and because minting is on its hot path.
