@@ -22,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // OpenSSL libcrypto from the system (libssl-dev): all hashing, HMAC and randomness.
@@ -35,6 +37,8 @@ let package = Package(
         .target(name: "TollgatePolicy", swiftSettings: swiftSettings),
         .target(name: "TollgateToken", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         .target(name: "TollgateSignature", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
+        // Who an app user is: OIDC/JWT verification (jwt-kit), JWKS caching, role rules.
+        .target(name: "TollgateIdentity", dependencies: [.product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload).
         .target(name: "TollgateXML", swiftSettings: swiftSettings),
         // Object store: files + SQLite metadata.
@@ -51,7 +55,8 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML",
+                "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -77,6 +82,7 @@ let package = Package(
         .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateTokenTests", dependencies: ["TollgateToken", "TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature"], exclude: ["Fixtures/generate.py"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateIdentityTests", dependencies: ["TollgateIdentity", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateXMLTests", dependencies: ["TollgateXML"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateStoreTests", dependencies: ["TollgateStore"], swiftSettings: swiftSettings),
         .testTarget(
