@@ -101,7 +101,9 @@ public struct PolicyContext: Sendable, Hashable {
         if let userid { set("aws:userid", userid) }
         if let userAgent { set("aws:UserAgent", userAgent) }
         if let referer { set("aws:Referer", referer) }
-        for (claim, value) in jwtClaims { set("jwt:" + claim, value) }
+        // Claims carried from app authentication: `NAME` is `jwt:NAME`; session tags arrive
+        // already named `aws:PrincipalTag/KEY`.
+        for (claim, value) in jwtClaims { set(claim.contains(":") ? claim : "jwt:" + claim, value) }
     }
 
     /// Sets one value for a key (replacing any earlier values).

@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import Prometheus
+import TollgateIdentity
 import TollgateStore
 import TollgateToken
 
@@ -12,6 +13,8 @@ public struct TollgateState: Sendable {
     public let root: RootCredentials
     public let tokens: TokenService
     public let policies: PolicyStore
+    /// Verifies app users' login tokens; nil without an `Authentication` section.
+    public let identities: IdentityVerifier?
     public let clock: @Sendable () -> Date
 
     public init(config: TollgateConfig, root: RootCredentials, policies: PolicyStore, clock: @escaping @Sendable () -> Date = { Date() }) throws {
@@ -19,6 +22,7 @@ public struct TollgateState: Sendable {
         self.root = root
         self.tokens = try TokenService(rootSecret: root.accessKeySecret, previousSecrets: config.previousAccessKeySecrets)
         self.policies = policies
+        self.identities = config.authentication.map { IdentityVerifier(settings: $0, fetch: TokenController.fetch, clock: clock) }
         self.clock = clock
     }
 }
@@ -27,7 +31,9 @@ public struct TollgateState: Sendable {
 public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorRegistry? = nil) -> Router<TollgateRequestContext> {
     let router = Router(context: TollgateRequestContext.self)
     router.add(middleware: TokenErrorMiddleware())
-    TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies, clock: state.clock)
+    TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies,
+                    authentication: state.config.authentication, identities: state.identities,
+                    roleMaxSessionSeconds: state.config.roleMaxSessionSeconds, clock: state.clock)
         .addRoutes(to: router)
     router.get("/healthz") { _, _ in
         var json = JSONObjectWriter(capacity: 32)

@@ -1,4 +1,5 @@
 import Foundation
+import TollgateIdentity
 
 /// A configuration problem. Start-up prints `description` as one line and exits with code 2.
 public struct ConfigError: Error, CustomStringConvertible, Sendable {
@@ -22,7 +23,7 @@ public struct TollgateConfig: Sendable {
     /// Tollgate's extension keys.
     public static let extensionKeys = [
         "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
-        "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode",
+        "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "Authentication",
     ]
     public static let minimumTokenLifetime = 900
     public static let maximumTokenLifetime = 43200
@@ -52,6 +53,10 @@ public struct TollgateConfig: Sendable {
     public var buckets: [String]
     /// Role name → policy file (resolved). Always contains `default` → `policyFile`.
     public var roles: [String: String]
+    /// Role name → the longest session it may be given (`Roles` entries written as objects).
+    public var roleMaxSessionSeconds: [String: Int]
+    /// Who may get a token (the `Authentication` section); nil: anyone, with the default role.
+    public var authentication: AuthenticationSettings?
     public var previousAccessKeySecrets: [String]
     public var developmentMode: Bool
     /// Keys that are neither reference nor extension keys; reported as a warning.
@@ -98,15 +103,24 @@ public struct TollgateConfig: Sendable {
             throw ConfigError(file: path, "PolicyFile is required (for example \"policy/all_policy.txt\")")
         }
         var roles = [defaultRole: resolve(policyFile)]
-        for (name, file) in try reader.stringMap("Roles") {
+        var maxSessions: [String: Int] = [:]
+        for (name, role) in try reader.roles() {
             guard name.range(of: "^[A-Za-z0-9_.@-]{1,64}$", options: .regularExpression) != nil else {
                 throw ConfigError(file: path, "Roles: role name \"\(name)\" must be 1-64 of A-Z a-z 0-9 _ . @ -")
             }
-            if name == defaultRole, resolve(file) != roles[defaultRole] {
+            if name == defaultRole, resolve(role.file) != roles[defaultRole] {
                 throw ConfigError(file: path, "Roles: \"default\" is the PolicyFile role and cannot be redefined")
             }
-            roles[name] = resolve(file)
+            roles[name] = resolve(role.file)
+            if let seconds = role.maxSessionSeconds {
+                guard (minimumTokenLifetime...maximumTokenLifetime).contains(seconds) else {
+                    throw ConfigError(file: path, "Roles.\(name).MaxSessionSeconds must be \(minimumTokenLifetime) to \(maximumTokenLifetime)")
+                }
+                maxSessions[name] = seconds
+            }
         }
+        let (authentication, unknownAuthenticationKeys) = try parseAuthentication(
+            object["Authentication"], path: path, roles: Set(roles.keys), environment: environment)
         let variables = try reader.stringMap("Variables")
         var buckets = try reader.stringArray("Buckets")
         if buckets.isEmpty, let bucket = variables["BUCKET_NAME"] { buckets = [bucket] }
@@ -128,9 +142,11 @@ public struct TollgateConfig: Sendable {
             variables: variables,
             buckets: buckets,
             roles: roles,
+            roleMaxSessionSeconds: maxSessions,
+            authentication: authentication,
             previousAccessKeySecrets: try reader.stringArray("PreviousAccessKeySecrets"),
             developmentMode: try reader.bool("DevelopmentMode"),
-            unknownKeys: object.keys.filter { !referenceKeys.contains($0) && !extensionKeys.contains($0) }.sorted()
+            unknownKeys: object.keys.filter { !referenceKeys.contains($0) && !extensionKeys.contains($0) }.sorted() + unknownAuthenticationKeys
         )
         if let id = environment["TOLLGATE_ACCESS_KEY_ID"], !id.isEmpty { config.accessKeyID = id }
         if let secret = environment["TOLLGATE_ACCESS_KEY_SECRET"], !secret.isEmpty { config.accessKeySecret = secret }
@@ -213,6 +229,31 @@ public struct TollgateConfig: Sendable {
             return strings
         }
 
+        /// `Roles`: name → policy file, or name → `{"PolicyFile": …, "MaxSessionSeconds": …}`.
+        func roles() throws(ConfigError) -> [String: (file: String, maxSessionSeconds: Int?)] {
+            guard let value = value("Roles") else { return [:] }
+            guard case .object(let members) = value else { throw fail("Roles", "an object of role names") }
+            var roles: [String: (file: String, maxSessionSeconds: Int?)] = [:]
+            for (name, item) in members {
+                switch item {
+                case .string(let file):
+                    roles[name] = (file, nil)
+                case .object(let fields):
+                    guard case .string(let file)? = fields["PolicyFile"] else { throw fail("Roles.\(name).PolicyFile", "a string") }
+                    var seconds: Int?
+                    switch fields["MaxSessionSeconds"] {
+                    case nil, .null?: break
+                    case .number(let number)? where number == number.rounded() && abs(number) < 1e9: seconds = Int(number)
+                    default: throw fail("Roles.\(name).MaxSessionSeconds", "a whole number of seconds")
+                    }
+                    roles[name] = (file, seconds)
+                default:
+                    throw fail("Roles.\(name)", "a policy file name or an object with PolicyFile")
+                }
+            }
+            return roles
+        }
+
         func stringMap(_ key: String) throws(ConfigError) -> [String: String] {
             guard let value = value(key) else { return [:] }
             guard case .object(let members) = value else { throw fail(key, "an object of strings") }
@@ -223,20 +264,5 @@ public struct TollgateConfig: Sendable {
             }
             return map
         }
-    }
-}
-
-/// Any JSON value, for reading a config whose keys have mixed types.
-enum JSONValue: Decodable, Equatable {
-    case null, bool(Bool), number(Double), string(String), array([JSONValue]), object([String: JSONValue])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let flag = try? container.decode(Bool.self) { self = .bool(flag) }
-        else if let number = try? container.decode(Double.self) { self = .number(number) }
-        else if let string = try? container.decode(String.self) { self = .string(string) }
-        else if let array = try? container.decode([JSONValue].self) { self = .array(array) }
-        else { self = .object(try container.decode([String: JSONValue].self)) }
     }
 }

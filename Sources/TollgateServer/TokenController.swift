@@ -1,19 +1,29 @@
+import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import Logging
 import Metrics
+import NIOCore
+import Synchronization
+import TollgateIdentity
 import TollgateToken
 
 /// The token endpoint: `GET`/`POST` on `/`, `/sts/getkey` and `/sts/getsts` answer the JSON the
-/// OSS mobile SDKs parse. Anonymous callers get the default role with no subject.
+/// OSS mobile SDKs parse. Without an `Authentication` section, anyone gets the default role
+/// with no subject (the reference server's behaviour). With one, the caller presents a login
+/// token (`Authorization: Bearer`, `?access_token=`, or `access_token` in a form or JSON POST
+/// body); its verified identity decides the role and fills `${user}` and `${jwt:*}`.
 struct TokenController: Sendable {
     static let paths: [RouterPath] = ["/", "/sts/getkey", "/sts/getsts"]
 
     let tokens: TokenService
     let lifetime: Int
     let policies: PolicyStore
+    let authentication: AuthenticationSettings?
+    let identities: IdentityVerifier?
+    let roleMaxSessionSeconds: [String: Int]
     let clock: @Sendable () -> Date
-    let issuedCounter = Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", TollgateConfig.defaultRole)])
+    let issuedCounters = IssuedCounters()
 
     func addRoutes(to router: Router<TollgateRequestContext>) {
         for path in Self.paths {
@@ -22,24 +32,157 @@ struct TokenController: Sendable {
         }
     }
 
+    /// What the caller asked for.
+    struct Parameters: Sendable {
+        var loginToken: String?
+        var role: String?
+        var duration: String?
+
+        /// The largest POST body read: a login token is at most 16 KiB.
+        static let maxBody = 64 * 1024
+
+        static func read(_ request: Request) async throws -> Parameters {
+            var parameters = Parameters()
+            let query = request.uri.queryParameters
+            parameters.loginToken = query["access_token"].map(String.init)
+            parameters.role = query["role"].map(String.init)
+            parameters.duration = query["duration"].map(String.init)
+            if let authorization = request.headers[.authorization] {
+                let parts = authorization.split(separator: " ", maxSplits: 1)
+                guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+                    throw IdentityError.invalidToken("the Authorization header must be \"Bearer <token>\"")
+                }
+                parameters.loginToken = parts[1].trimmingCharacters(in: .whitespaces)
+            }
+            guard request.method == .post else { return parameters }
+            let body = try await request.body.collect(upTo: maxBody)
+            guard body.readableBytes > 0 else { return parameters }
+            let contentType = request.headers[.contentType]?.lowercased() ?? ""
+            var fields: [String: String] = [:]
+            if contentType.hasPrefix("application/json") {
+                guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else {
+                    throw IdentityError.validation("The POST body is not a JSON object.")
+                }
+                for (key, value) in object {
+                    if let text = value as? String { fields[key] = text } else if let number = value as? NSNumber { fields[key] = number.stringValue }
+                }
+            } else {
+                for (key, value) in URLEncodedForm.decode(String(buffer: body)) where fields[key] == nil { fields[key] = value }
+            }
+            parameters.loginToken = parameters.loginToken ?? fields["access_token"]
+            parameters.role = parameters.role ?? fields["role"]
+            parameters.duration = parameters.duration ?? fields["duration"]
+            return parameters
+        }
+    }
+
+    /// Who gets which credentials, decided before anything is signed.
+    struct Decision {
+        var subject: String?
+        var issuer: String?
+        var role: String
+        var duration: Int
+        var claims: [String: String]?
+    }
+
+    func decide(_ parameters: Parameters, now: Date) async throws(IdentityError) -> Decision {
+        guard let authentication, let identities else {
+            return Decision(role: TollgateConfig.defaultRole, duration: lifetime)
+        }
+        guard let loginToken = parameters.loginToken, !loginToken.isEmpty else {
+            guard authentication.allowAnonymous else { throw .missingToken }
+            return Decision(role: TollgateConfig.defaultRole, duration: try duration(parameters.duration, role: TollgateConfig.defaultRole))
+        }
+        let identity = try await identities.verify(loginToken, now: now)
+        let role = try authentication.role(for: identity.claims, requested: parameters.role)
+        let provider = authentication.providers.first { $0.issuer == identity.issuer }
+        return Decision(subject: identity.subject, issuer: identity.issuer, role: role,
+                        duration: try duration(parameters.duration, role: role),
+                        claims: identity.carriedClaims(provider?.carriedClaims ?? []))
+    }
+
+    /// The lifetime: the requested duration, bounded by the role's maximum; without a request,
+    /// `TokenExpireTime` (or the role's maximum, when that is shorter).
+    func duration(_ requested: String?, role: String) throws(IdentityError) -> Int {
+        let maximum = roleMaxSessionSeconds[role] ?? TollgateConfig.maximumTokenLifetime
+        guard let requested else { return min(lifetime, maximum) }
+        guard let seconds = Int(requested), seconds >= TollgateConfig.minimumTokenLifetime, seconds <= maximum else {
+            throw .validation("The requested duration must be \(TollgateConfig.minimumTokenLifetime) to \(maximum) seconds for the role \(role).")
+        }
+        return seconds
+    }
+
     @Sendable func issue(_ request: Request, context: TollgateRequestContext) async throws -> Response {
-        let role = TollgateConfig.defaultRole
-        guard policies.policy(forRole: role) != nil else {
+        let now = clock()
+        let decision: Decision
+        do {
+            decision = try await decide(try await Parameters.read(request), now: now)
+        } catch let error as IdentityError {
+            context.logger.info("token refused", metadata: [
+                "token.refusal": .string(error.code), "token.reason": .string(error.message),
+                "client.address": .string(context.clientAddress),
+            ])
+            // The stock Android provider drops the body of any status >= 400; `errors=inline` asks
+            // for HTTP 200 with the real status in StatusCode, which it (and iOS) then reports.
+            let inline = request.uri.queryParameters["errors"] == "inline"
+            let status = HTTPResponse.Status(code: error.httpStatus)
+            let body = TokenJSON.error(status: status.code, code: error.code, message: error.message)
+            var response = TokenJSON.response(inline ? .ok : status, body)
+            if error.httpStatus == 401 { response.headers[.wwwAuthenticate] = #"Bearer realm="tollgate""# }
+            return response
+        }
+        guard policies.policy(forRole: decision.role) != nil else {
             throw TokenEndpointError(.serviceUnavailable, code: "PolicyUnavailable", message: "The role policy is not loaded")
         }
-        let issued = try tokens.issue(subject: nil, role: role, duration: Int64(lifetime), now: clock())
+        let issued = try tokens.issue(subject: decision.subject, role: decision.role, claims: decision.claims,
+                                      duration: Int64(decision.duration), now: now)
         let expiration = Timestamp.iso8601(issued.claims.expiresAt)
         context.logger.info(
             "token issued",
             metadata: [
                 "token.subject": .string(issued.claims.subject ?? "-"),
+                "token.issuer": .string(decision.issuer ?? "-"),
                 "token.role": .string(issued.claims.role),
                 "token.access_key_id": .string(issued.accessKeyId),
                 "token.expiration": .string(expiration),
                 "client.address": .string(context.clientAddress),
             ]
         )
-        issuedCounter.increment()
+        issuedCounters.counter(role: decision.role).increment()
         return TokenJSON.response(.ok, TokenJSON.credentials(issued, expiration: expiration))
+    }
+
+    /// Fetches a provider's JWKS or discovery document (at most 1 MiB, 5 s).
+    static func fetch(_ url: String) async throws -> [UInt8] {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(5))
+        guard response.status == .ok else { throw IdentityError.communication("\(url) answered \(response.status.code)") }
+        let body = try await response.body.collect(upTo: JWKSCache.maxDocumentBytes)
+        return Array(buffer: body)
+    }
+}
+
+/// `tollgate_tokens_issued_total{role=…}`, one counter per role, made once.
+final class IssuedCounters: Sendable {
+    private let counters = Mutex<[String: Counter]>([:])
+
+    func counter(role: String) -> Counter {
+        counters.withLock { counters in
+            if let counter = counters[role] { return counter }
+            let counter = Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", role)])
+            counters[role] = counter
+            return counter
+        }
+    }
+}
+
+/// `application/x-www-form-urlencoded` pairs, `+` as space.
+enum URLEncodedForm {
+    static func decode(_ text: String) -> [(String, String)] {
+        text.split(separator: "&").compactMap { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decoded(_ part: Substring) -> String? { part.replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+            guard let name = decoded(parts[0]) else { return nil }
+            return (name, parts.count > 1 ? decoded(parts[1]) ?? "" : "")
+        }
     }
 }

@@ -35,6 +35,10 @@ struct ServeCommand: AsyncParsableCommand {
         if !config.unknownKeys.isEmpty {
             logger.warning("unknown config keys ignored", metadata: ["config.file": "\(config.path)", "config.keys": "\(config.unknownKeys.joined(separator: ","))"])
         }
+        if config.authentication == nil {
+            logger.warning("no Authentication section: anyone who can reach the token endpoint gets credentials for the default role",
+                           metadata: ["config.file": "\(config.path)"])
+        }
         if root.generated {
             // Printed once, at first start, on purpose: the operator needs them to use the gateway.
             LogOutput.standardOutput.flush()

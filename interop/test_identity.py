@@ -1,0 +1,281 @@
+"""App authentication on the token endpoint (issue 12): OIDC/JWT login tokens minted here with
+PyJWT, keys served as a JWKS from a loopback HTTP server, credentials used with boto3 and oss2.
+Nothing in this file verifies a JWT or signs a gateway request itself.
+"""
+import hashlib
+import hmac
+import json
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import jwt
+import oss2
+import pytest
+import requests
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from conftest import ROOT_SECRET, Server
+from s3_helpers import ROOT_ACCESS_KEY_ID, ClientError, error_of, object_keys, root_client, s3_client
+
+BUCKET = "tollgate"
+AUDIENCE = "photos-app"
+
+
+class KeyServer:
+    """A JWKS endpoint on loopback whose keys a test can swap, counting its requests."""
+
+    def __init__(self):
+        self.jwks = {"keys": []}
+        self.requests = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.requests += 1
+                body = json.dumps(outer.jwks).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def issuer(self):
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def url(self):
+        return self.issuer + "/jwks.json"
+
+    def publish(self, *keys):
+        self.jwks = {"keys": [k.jwk for k in keys]}
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+class SigningKey:
+    def __init__(self, kind: str, kid: str):
+        self.kid = kid
+        if kind == "RS256":
+            self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            self.jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.private.public_key()))
+        else:
+            self.private = ec.generate_private_key(ec.SECP256R1())
+            self.jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.private.public_key()))
+        self.alg = kind
+        self.jwk.update({"kid": kid, "use": "sig"})
+
+    def public_pem(self) -> bytes:
+        return self.private.public_key().public_bytes(serialization.Encoding.PEM,
+                                                      serialization.PublicFormat.SubjectPublicKeyInfo)
+
+    def token(self, issuer, subject, *, audience=AUDIENCE, lifetime=600, not_before=None, kid=None, **claims):
+        now = int(time.time())
+        payload = {"iss": issuer, "aud": audience, "sub": subject, "iat": now, "exp": now + lifetime, **claims}
+        if not_before is not None:
+            payload["nbf"] = not_before
+        return jwt.encode(payload, self.private, algorithm=self.alg, headers={"kid": kid or self.kid})
+
+
+@pytest.fixture(scope="module")
+def keys():
+    server = KeyServer()
+    rsa_key, ec_key = SigningKey("RS256", "rsa-1"), SigningKey("ES256", "ec-1")
+    server.publish(rsa_key, ec_key)
+    yield server, rsa_key, ec_key
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def tg(keys):
+    key_server, _, _ = keys
+    server = Server({
+        "AccessKeySecret": ROOT_SECRET, "AccessKeyID": ROOT_ACCESS_KEY_ID,
+        "Roles": {"read": "policy/bucket_read_policy.txt", "readwrite": "policy/bucket_read_write_policy.txt",
+                  "isolated": {"PolicyFile": "policy/user_isolated_policy.txt", "MaxSessionSeconds": 1800}},
+        "Authentication": {
+            "Providers": [{"Name": "app", "Issuer": key_server.issuer, "JWKSURL": key_server.url,
+                           "Audiences": [AUDIENCE], "Algorithms": ["RS256", "ES256"], "LeewaySeconds": 30,
+                           "Claims": ["dept"]}],
+            "RoleRules": [{"Claim": "groups", "Match": "Contains", "Value": "editors", "Role": "readwrite"}],
+            "DefaultRole": "isolated",
+        },
+    }).start()
+    yield server
+    server.cleanup()
+
+
+def vend(tg, token=None, *, how="header", **params):
+    """`GET /` with the login token in the Authorization header or the query."""
+    headers = {}
+    if token and how == "header":
+        headers["Authorization"] = f"Bearer {token}"
+    elif token and how == "query":
+        params["access_token"] = token
+    response = requests.get(tg.url + "/", headers=headers, params=params, timeout=10)
+    return response.status_code, response.json()
+
+
+def credentials(tg, token, **kwargs):
+    status, body = vend(tg, token, **kwargs)
+    assert status == 200, body
+    return body
+
+
+def test_without_a_token_nothing_is_vended(tg):
+    response = requests.get(tg.url + "/", timeout=10)
+    assert response.status_code == 401
+    assert response.json()["ErrorCode"] == "MissingAuthenticationToken"
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_alice_and_bob_each_get_credentials_and_only_their_own_prefix(tg, keys):
+    key_server, rsa_key, ec_key = keys
+    alice = credentials(tg, rsa_key.token(key_server.issuer, "alice"), how="header")
+    bob = credentials(tg, ec_key.token(key_server.issuer, "bob"), how="query")
+    # The same identity by POST body, form and JSON.
+    form = requests.post(tg.url + "/", data={"access_token": rsa_key.token(key_server.issuer, "alice")}, timeout=10)
+    assert form.status_code == 200, form.text
+    posted = requests.post(tg.url + "/", json={"access_token": ec_key.token(key_server.issuer, "bob")}, timeout=10)
+    assert posted.status_code == 200, posted.text
+
+    a, b = s3_client(tg, alice), s3_client(tg, bob)
+    a.put_object(Bucket=BUCKET, Key="alice/photo.jpg", Body=b"alice's")
+    b.put_object(Bucket=BUCKET, Key="bob/photo.jpg", Body=b"bob's")
+    assert a.get_object(Bucket=BUCKET, Key="alice/photo.jpg")["Body"].read() == b"alice's"
+    assert object_keys(a, BUCKET, "alice/") == {"alice/photo.jpg"}
+    for attempt in (lambda: a.get_object(Bucket=BUCKET, Key="bob/photo.jpg"),
+                    lambda: a.put_object(Bucket=BUCKET, Key="bob/photo.jpg", Body=b"overwritten"),
+                    lambda: a.delete_object(Bucket=BUCKET, Key="bob/photo.jpg"),
+                    lambda: a.list_objects_v2(Bucket=BUCKET, Prefix="bob/"),
+                    lambda: a.put_object(Bucket=BUCKET, Key="alicex/escape", Body=b"x")):
+        with pytest.raises(ClientError) as excinfo:
+            attempt()
+        assert error_of(excinfo) == ("AccessDenied", 403)
+    assert root_client(tg).get_object(Bucket=BUCKET, Key="bob/photo.jpg")["Body"].read() == b"bob's"
+
+    # The same through oss2 with bob's credentials.
+    auth = oss2.StsAuth(bob["AccessKeyId"], bob["AccessKeySecret"], bob["SecurityToken"])
+    oss_bucket = oss2.Bucket(auth, tg.gateway_url, BUCKET, is_path_style=True)
+    oss_bucket.put_object("bob/notes.txt", b"via oss2")
+    assert oss_bucket.get_object("bob/notes.txt").read() == b"via oss2"
+    with pytest.raises(oss2.exceptions.AccessDenied):
+        oss_bucket.get_object("alice/photo.jpg")
+    with pytest.raises(oss2.exceptions.AccessDenied):
+        oss_bucket.delete_object("alice/photo.jpg")
+
+
+def test_role_rules_and_requested_roles(tg, keys):
+    key_server, rsa_key, _ = keys
+    editor = rsa_key.token(key_server.issuer, "carol", groups=["staff", "editors"])
+    creds = credentials(tg, editor)
+    # readwrite (bucket-wide) by the rule: carol may write outside her own prefix.
+    s3_client(tg, creds).put_object(Bucket=BUCKET, Key="shared/by-carol", Body=b"x")
+    # She may also ask for the default role, but not for one no rule gives her.
+    assert vend(tg, editor, role="isolated")[0] == 200
+    status, body = vend(tg, editor, role="read")
+    assert (status, body["ErrorCode"]) == (403, "AccessDenied")
+    plain = rsa_key.token(key_server.issuer, "dave")
+    status, body = vend(tg, plain, role="readwrite")
+    assert (status, body["ErrorCode"]) == (403, "AccessDenied")
+
+
+def test_durations_are_bounded_by_the_role(tg, keys):
+    key_server, rsa_key, _ = keys
+    token = rsa_key.token(key_server.issuer, "erin")
+    status, body = vend(tg, token, duration="1800")
+    assert status == 200, body
+    status, body = vend(tg, token, duration="3600")
+    assert (status, body["ErrorCode"]) == (400, "ValidationError")
+    status, body = vend(tg, token, duration="60")
+    assert (status, body["ErrorCode"]) == (400, "ValidationError")
+
+
+def unsigned(header: dict, payload: dict) -> str:
+    encode = lambda part: jwt.utils.base64url_encode(json.dumps(part).encode()).decode()
+    return f"{encode(header)}.{encode(payload)}."
+
+
+def test_refusals_each_with_their_code_and_nothing_vended(tg, keys):
+    key_server, rsa_key, ec_key = keys
+    iss, now = key_server.issuer, int(time.time())
+    stranger = SigningKey("RS256", "rsa-1")  # same kid, a key the provider never published
+    # PyJWT refuses to use a public key as an HMAC secret, so this one is put together by hand:
+    # HS256 whose secret is the provider's published RSA key, the classic confusion attack.
+    hs_signing_input = unsigned({"alg": "HS256", "kid": "rsa-1", "typ": "JWT"},
+                                {"iss": iss, "aud": AUDIENCE, "sub": "mallory", "exp": now + 600})[:-1]
+    hs_mac = hmac.new(rsa_key.public_pem(), hs_signing_input.encode(), hashlib.sha256).digest()
+    hs_confused = f"{hs_signing_input}.{jwt.utils.base64url_encode(hs_mac).decode()}"
+    good = rsa_key.token(iss, "alice")
+    head, body, signature = good.split(".")
+    tampered_body = jwt.utils.base64url_encode(json.dumps(
+        {"iss": iss, "aud": AUDIENCE, "sub": "bob", "exp": now + 600}).encode()).decode()
+    cases = {
+        "wrong audience": (rsa_key.token(iss, "alice", audience="other-app"), 401, "InvalidIdentityToken"),
+        "wrong issuer": (rsa_key.token("https://evil.example.com", "alice"), 401, "InvalidIdentityToken"),
+        "expired beyond leeway": (rsa_key.token(iss, "alice", lifetime=-120), 401, "ExpiredTokenException"),
+        "not yet valid": (rsa_key.token(iss, "alice", not_before=now + 600), 401, "InvalidIdentityToken"),
+        "alg none": (unsigned({"alg": "none", "kid": "rsa-1"}, {"iss": iss, "aud": AUDIENCE, "sub": "alice", "exp": now + 600}),
+                     401, "InvalidIdentityToken"),
+        "HS/RS confusion": (hs_confused, 401, "InvalidIdentityToken"),
+        "unknown kid": (rsa_key.token(iss, "alice", kid="no-such-key"), 401, "InvalidIdentityToken"),
+        "a key never published": (stranger.token(iss, "alice"), 401, "InvalidIdentityToken"),
+        "tampered payload": (f"{head}.{tampered_body}.{signature}", 401, "InvalidIdentityToken"),
+        "slash in the subject": (ec_key.token(iss, "alice/../bob"), 403, "IDPRejectedClaim"),
+        "empty subject": (ec_key.token(iss, ""), 403, "IDPRejectedClaim"),
+        "not a JWT": ("not-a-token", 401, "InvalidIdentityToken"),
+    }
+    for name, (token, status, code) in cases.items():
+        got_status, got = vend(tg, token)
+        assert (got_status, got.get("ErrorCode")) == (status, code), (name, got)
+        assert "AccessKeyId" not in got and "SecurityToken" not in got, name
+    log = tg.output()
+    for name, (token, _, _) in cases.items():
+        if len(token) > 60:
+            assert token[20:60] not in log, f"a login token reached the log ({name})"
+
+
+def test_provider_key_rotation_and_unknown_kid_flood(tg, keys):
+    key_server, rsa_key, ec_key = keys
+    # Warm the cache, then rotate: the provider publishes a new key only.
+    assert vend(tg, rsa_key.token(key_server.issuer, "frank"))[0] == 200
+    fresh = SigningKey("ES256", "ec-2")
+    key_server.publish(rsa_key, fresh)
+    time.sleep(31)  # past the unknown-kid cooldown (30 s)
+    assert vend(tg, fresh.token(key_server.issuer, "frank"))[0] == 200, "the new key verifies without a restart"
+    before = key_server.requests
+    for i in range(50):
+        status, body = vend(tg, rsa_key.token(key_server.issuer, "frank", kid=f"made-up-{i}"))
+        assert (status, body["ErrorCode"]) == (401, "InvalidIdentityToken")
+    assert key_server.requests - before <= 1, "a flood of unknown kids hammered the JWKS URL"
+    key_server.publish(rsa_key, ec_key)
+
+
+def test_reference_config_without_authentication_still_vends_anonymously():
+    server = Server({"AccessKeySecret": ROOT_SECRET}).start()
+    try:
+        response = requests.get(server.url + "/", timeout=10)
+        assert response.status_code == 200
+        assert list(response.json()) == ["StatusCode", "AccessKeyId", "AccessKeySecret", "SecurityToken", "Expiration"]
+        assert "anyone" in server.output().lower()
+    finally:
+        server.cleanup()
+
+
+def test_errors_inline_for_the_stock_android_provider(tg):
+    response = requests.get(tg.url + "/", params={"errors": "inline", "access_token": "not-a-token"}, timeout=10)
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["StatusCode"], body["ErrorCode"]) == (401, "InvalidIdentityToken")
+    assert "AccessKeyId" not in body
