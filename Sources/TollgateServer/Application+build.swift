@@ -57,9 +57,18 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
 public func buildTokenApplication(state: TollgateState, metrics: PrometheusCollectorRegistry?, logger: Logger) -> some ApplicationProtocol {
     Application(
         router: buildTokenRouter(state: state, metrics: metrics),
+        server: .http1(configuration: .init(idleTimeout: idleTimeout(state.config))),
         configuration: .init(address: .hostname(state.config.listenAddress, port: state.config.port), serverName: "tollgate"),
         logger: logger
     )
+}
+
+/// Both listeners close a connection that has been idle this long: between requests, and
+/// also while its request head or body stalls (Hummingbird's idle timer restarts only when a
+/// whole head, a body part or a response end passes, so a head sent a byte at a time does
+/// not keep it open). A response being written is never cut.
+func idleTimeout(_ config: TollgateConfig) -> TimeAmount {
+    .seconds(Int64(config.idleTimeoutSeconds))
 }
 
 /// The object gateway's responder (port 9000).
@@ -77,16 +86,27 @@ public func buildGatewayResponder(state: TollgateState, store: any ObjectStore) 
 public func buildGatewayApplication(state: TollgateState, store: any ObjectStore, logger: Logger) -> some ApplicationProtocol {
     Application(
         responder: buildGatewayResponder(state: state, store: store),
-        server: .http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()])),
+        server: .http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: idleTimeout(state.config))),
         configuration: .init(address: .hostname(state.config.gatewayAddress, port: state.config.gatewayPort), serverName: "tollgate"),
         logger: logger
     )
 }
 
 /// Opens the embedded store in the data directory (running crash recovery) and creates the
-/// configured buckets.
+/// configured buckets. A full disk is logged when writes start failing and when they succeed
+/// again, not on every refused request.
 public func openStore(config: TollgateConfig, logger: Logger) async throws -> LocalObjectStore {
-    let store = try LocalObjectStore(directory: (config.dataDirectory as NSString).appendingPathComponent("store"))
+    let store = try LocalObjectStore(configuration: .init(
+        directory: (config.dataDirectory as NSString).appendingPathComponent("store"),
+        maxUploadsPerBucket: config.maxMultipartUploadsPerBucket,
+        storageFullChanged: { full, detail in
+            if full {
+                logger.error("storage full: writes refused with 507 XMinioStorageFull until space is freed", metadata: ["store.error": "\(detail)"])
+            } else {
+                logger.notice("storage writable again")
+            }
+        }
+    ))
     logger.info("object store opened", metadata: ["store.directory": "\(config.dataDirectory)/store", "store.recovery": "\(store.recovery)"])
     try await store.ensureBuckets(config.buckets)
     return store

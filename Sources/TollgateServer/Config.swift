@@ -23,12 +23,18 @@ public struct TollgateConfig: Sendable {
     /// Tollgate's extension keys.
     public static let extensionKeys = [
         "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
-        "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "Authentication",
+        "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "IdleTimeoutSeconds",
+        "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication",
     ]
     public static let minimumTokenLifetime = 900
     public static let maximumTokenLifetime = 43200
     /// Shorter root secrets are refused outside development mode.
     public static let minimumSecretLength = 32
+    /// A connection that sends nothing (or never finishes its request head) for this long is closed.
+    public static let defaultIdleTimeout = 60
+    /// Incomplete multipart uploads are aborted this long after they were initiated (3 days).
+    public static let defaultMultipartUploadExpiry = 3 * 24 * 3600
+    public static let defaultMaxMultipartUploadsPerBucket = 1000
 
     /// The path the config was read from.
     public var path: String
@@ -59,6 +65,12 @@ public struct TollgateConfig: Sendable {
     public var authentication: AuthenticationSettings?
     public var previousAccessKeySecrets: [String]
     public var developmentMode: Bool
+    /// Seconds both listeners let a connection stay idle, or stall in its request head or body.
+    public var idleTimeoutSeconds: Int
+    /// Seconds after initiation when an incomplete multipart upload is aborted.
+    public var multipartUploadExpirySeconds: Int
+    /// In-progress multipart uploads a bucket may hold; CreateMultipartUpload beyond it is refused.
+    public var maxMultipartUploadsPerBucket: Int
     /// Keys that are neither reference nor extension keys; reported as a warning.
     public var unknownKeys: [String]
 
@@ -146,18 +158,43 @@ public struct TollgateConfig: Sendable {
             authentication: authentication,
             previousAccessKeySecrets: try reader.stringArray("PreviousAccessKeySecrets"),
             developmentMode: try reader.bool("DevelopmentMode"),
+            idleTimeoutSeconds: try reader.positive("IdleTimeoutSeconds", default: defaultIdleTimeout),
+            multipartUploadExpirySeconds: try reader.positive("MultipartUploadExpirySeconds", default: defaultMultipartUploadExpiry),
+            maxMultipartUploadsPerBucket: try reader.positive("MaxMultipartUploadsPerBucket", default: defaultMaxMultipartUploadsPerBucket),
             unknownKeys: object.keys.filter { !referenceKeys.contains($0) && !extensionKeys.contains($0) }.sorted() + unknownAuthenticationKeys
         )
         if let id = environment["TOLLGATE_ACCESS_KEY_ID"], !id.isEmpty { config.accessKeyID = id }
         if let secret = environment["TOLLGATE_ACCESS_KEY_SECRET"], !secret.isEmpty { config.accessKeySecret = secret }
         if let data = environment["TOLLGATE_DATA_DIR"], !data.isEmpty { config.dataDirectory = data }
-        if !config.accessKeySecret.isEmpty, config.accessKeySecret.utf8.count < minimumSecretLength, !config.developmentMode {
-            throw ConfigError(
-                file: path,
-                "AccessKeySecret must be at least \(minimumSecretLength) bytes (leave it empty to generate one, or set DevelopmentMode)"
-            )
+        if !config.accessKeySecret.isEmpty {
+            try config.checkSecret(config.accessKeySecret, name: "AccessKeySecret", hint: " (leave it empty to generate one, or set DevelopmentMode)")
         }
+        // Every secret that verifies tokens must be as strong as the one that signs them.
+        for (index, secret) in config.previousAccessKeySecrets.enumerated() {
+            try config.checkSecret(secret, name: "PreviousAccessKeySecrets[\(index)]", hint: " (or set DevelopmentMode)")
+        }
+        try config.checkListenersDiffer()
         return config
+    }
+
+    private func checkSecret(_ secret: String, name: String, hint: String) throws(ConfigError) {
+        if secret.isEmpty { throw ConfigError(file: path, "\(name) must not be empty") }
+        if secret.utf8.count < Self.minimumSecretLength, !developmentMode {
+            throw ConfigError(file: path, "\(name) must be at least \(Self.minimumSecretLength) bytes\(hint)")
+        }
+    }
+
+    /// The two listeners cannot share a port on overlapping addresses (a wildcard overlaps every
+    /// address); port 0 asks the system for a free port and never clashes.
+    private func checkListenersDiffer() throws(ConfigError) {
+        let wildcards: Set<String> = ["", "0.0.0.0", "::", "[::]"]
+        guard port != 0, port == gatewayPort,
+              listenAddress == gatewayAddress || wildcards.contains(listenAddress) || wildcards.contains(gatewayAddress)
+        else { return }
+        throw ConfigError(
+            file: path,
+            "Port and GatewayPort must differ: the token endpoint (\(listenAddress):\(port)) and the gateway (\(gatewayAddress):\(gatewayPort)) would listen on the same port"
+        )
     }
 
     private static func reason(_ error: any Error) -> String {
@@ -208,6 +245,13 @@ public struct TollgateConfig: Sendable {
             let port = try integer(key, default: defaultValue)
             guard (0...65535).contains(port) else { throw fail(key, "a port number 0-65535 (got \(port))") }
             return port
+        }
+
+        /// A whole number of at least 1 (seconds or a count).
+        func positive(_ key: String, default defaultValue: Int) throws(ConfigError) -> Int {
+            let value = try integer(key, default: defaultValue)
+            guard value >= 1 else { throw fail(key, "at least 1 (got \(value))") }
+            return value
         }
 
         func bool(_ key: String) throws(ConfigError) -> Bool {

@@ -105,17 +105,25 @@ public final class LogOutput: Sendable {
         }
     }
 
+    /// Text outside a value (level, label, message, key) as is, with control characters escaped.
     static func append(_ string: String, to bytes: inout [UInt8]) {
         var string = string
-        string.withUTF8 { bytes.append(contentsOf: $0) }
+        string.withUTF8 { utf8 in
+            guard utf8.contains(where: isControl) else {
+                bytes.append(contentsOf: utf8)
+                return
+            }
+            for byte in utf8 { appendEscaped(byte, to: &bytes) }
+        }
     }
 
-    /// A value as is, or quoted (with `\`, `"` and newlines escaped) when it holds spaces,
-    /// control characters, quotes or `=`.
+    /// A value as is, or quoted (with `\`, `"` and control characters escaped) when it holds
+    /// spaces, control characters, quotes or `=`. No value, whatever a client put in it (a key,
+    /// a header), can end the line or send a terminal escape sequence.
     static func appendValue(_ value: String, to bytes: inout [UInt8]) {
         var value = value
         value.withUTF8 { utf8 in
-            guard utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") }) else {
+            guard utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") }) else {
                 bytes.append(contentsOf: utf8)
                 return
             }
@@ -123,11 +131,30 @@ public final class LogOutput: Sendable {
             for byte in utf8 {
                 switch byte {
                 case UInt8(ascii: "\\"), UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), byte]
-                case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-                default: bytes.append(byte)
+                default: appendEscaped(byte, to: &bytes)
                 }
             }
             bytes.append(UInt8(ascii: "\""))
+        }
+    }
+
+    /// C0 controls and DEL.
+    static func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
+
+    /// A byte as is, or a control character as `\n`, `\r`, `\t` or `\xHH`.
+    static func appendEscaped(_ byte: UInt8, to bytes: inout [UInt8]) {
+        guard isControl(byte) else {
+            bytes.append(byte)
+            return
+        }
+        bytes.append(UInt8(ascii: "\\"))
+        switch byte {
+        case UInt8(ascii: "\n"): bytes.append(UInt8(ascii: "n"))
+        case UInt8(ascii: "\r"): bytes.append(UInt8(ascii: "r"))
+        case UInt8(ascii: "\t"): bytes.append(UInt8(ascii: "t"))
+        default:
+            let hex = Array("0123456789abcdef".utf8)
+            bytes += [UInt8(ascii: "x"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
         }
     }
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import NIOCore
+import Synchronization
 import TollgateCrypto
 
 #if canImport(Glibc)
@@ -12,13 +13,16 @@ import Darwin
 #endif
 
 /// Thin, checked wrappers over the POSIX calls the store needs. Every failure becomes
-/// `StoreError.internal` with the call and errno text (paths are ours, never client input).
+/// `StoreError.internal` with the call and errno text (paths are ours, never client input),
+/// except a full disk or exhausted quota, which is `StoreError.storageFull`.
 enum Posix {
     static func failure(_ operation: String, _ code: Int32 = errno) -> StoreError {
-        .internal("\(operation): \(String(cString: strerror(code)))")
+        let text = "\(operation): \(String(cString: strerror(code)))"
+        return code == ENOSPC || code == EDQUOT ? .storageFull(text) : .internal(text)
     }
 
-    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(StoreError) -> Int32 {
+    /// Files and directories are the server's alone: 0600 and 0700.
+    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws(StoreError) -> Int32 {
         while true {
             let fd = Foundation.open(path, flags | O_CLOEXEC, mode)
             if fd >= 0 { return fd }
@@ -92,7 +96,7 @@ enum Posix {
     /// Creates a directory; returns true when it was created (so the parent needs an fsync).
     @discardableResult
     static func makeDirectory(_ path: String) throws(StoreError) -> Bool {
-        if Foundation.mkdir(path, 0o755) == 0 { return true }
+        if Foundation.mkdir(path, 0o700) == 0 { return true }
         if errno == EEXIST { return false }
         throw failure("mkdir")
     }
@@ -101,6 +105,31 @@ enum Posix {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw failure("fstat") }
         return Int64(st.st_size)
+    }
+}
+
+/// Whether the last write of object data found the storage full, so that a change is reported
+/// once (to `LocalObjectStore.Configuration.storageFullChanged`) rather than on every request.
+final class StorageFullState: Sendable {
+    private let full = Mutex(false)
+    private let changed: (@Sendable (Bool, String) -> Void)?
+
+    init(changed: (@Sendable (Bool, String) -> Void)?) { self.changed = changed }
+
+    /// Records a failed write: reports the change when `error` is the first `storageFull`.
+    func note(_ error: any Error) {
+        if case StoreError.storageFull(let detail) = error { set(true, detail) }
+    }
+
+    /// Records object data written and made durable: reports the change when storage was full.
+    func noteWritten() { set(false, "") }
+
+    private func set(_ value: Bool, _ detail: String) {
+        let flipped = full.withLock { current in
+            defer { current = value }
+            return current != value
+        }
+        if flipped { changed?(value, detail) }
     }
 }
 

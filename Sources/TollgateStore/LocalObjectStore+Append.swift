@@ -86,6 +86,7 @@ extension LocalObjectStore {
                 try buffer.withUnsafeReadableBytes { bytes in
                     try md5.update(bytes)
                     try sha?.update(bytes)
+                    try checkWriteFault()
                     try Posix.pwriteAll(file.fd, bytes, at: at)
                 }
                 offset += Int64(buffer.readableBytes)
@@ -93,9 +94,11 @@ extension LocalObjectStore {
             appended = BodyDigest(size: offset - position, md5: try md5.finalize(), sha256: try sha?.finalize())
             if let verify = options.verify { try await verify(appended) }
             try await BlockingIO.run { try Posix.fsync(file.fd) }
+            storageState.noteWritten()
         } catch {
             // Drop the uncommitted tail now rather than at the next append.
             try? Posix.ftruncate(file.fd, position)
+            storageState.note(error)
             throw error
         }
 

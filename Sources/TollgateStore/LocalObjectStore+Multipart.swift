@@ -68,8 +68,11 @@ extension LocalObjectStore {
         try StoreNames.validateBucket(bucket)
         try StoreNames.validateKey(key)
         let upload = MultipartUpload(bucket: bucket, key: key, uploadID: try StorageLayout.newID(), initiated: now(), metadata: metadata)
+        let limit = configuration.maxUploadsPerBucket
         try await write { db in
             try Self.requireBucket(db, bucket)
+            let inProgress = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM upload WHERE bucket = ?", arguments: [bucket]) ?? 0
+            guard inProgress < limit else { throw StoreError.tooManyUploads(bucket: bucket, limit: limit) }
             var arguments: [(any DatabaseValueConvertible)?] = [upload.uploadID, bucket, key.keyBlob, Millis.from(upload.initiated)]
             arguments += try MetadataColumns.arguments(metadata)
             try db.execute(
@@ -233,12 +236,17 @@ extension LocalObjectStore {
     public func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
         let files: [String] = try await write { db in
             _ = try Self.fetchUpload(db, bucket: bucket, key: key, uploadID: uploadID)
-            let files = try String.fetchAll(db, sql: "SELECT file_id FROM part WHERE upload_id = ?", arguments: [uploadID])
-            try db.execute(sql: "DELETE FROM part WHERE upload_id = ?", arguments: [uploadID])
-            try db.execute(sql: "DELETE FROM upload WHERE upload_id = ?", arguments: [uploadID])
-            return files
+            return try Self.deleteUpload(db, uploadID)
         }
         removeFiles(files)
+    }
+
+    /// Deletes an upload's rows; returns its part files, to delete after the commit.
+    static func deleteUpload(_ db: Database, _ uploadID: String) throws -> [String] {
+        let files = try String.fetchAll(db, sql: "SELECT file_id FROM part WHERE upload_id = ?", arguments: [uploadID])
+        try db.execute(sql: "DELETE FROM part WHERE upload_id = ?", arguments: [uploadID])
+        try db.execute(sql: "DELETE FROM upload WHERE upload_id = ?", arguments: [uploadID])
+        return files
     }
 
     public func completeMultipartUpload(
@@ -286,9 +294,14 @@ extension LocalObjectStore {
         let id = try StorageLayout.newID()
         let tmp = layout.tmpPath(id)
         let inputs = sources
-        let size = try await BlockingIO.run { try Self.concatenate(inputs, into: tmp) }
-        do { try await publish(id: id, from: tmp) } catch {
+        let size: Int64
+        do {
+            size = try await BlockingIO.run { try self.concatenate(inputs, into: tmp) }
+            try await publish(id: id, from: tmp)
+            storageState.noteWritten()
+        } catch {
             Posix.unlinkIfPresent(tmp)
+            storageState.note(error)
             throw error
         }
         let file = PublishedFile(id: id, size: size, md5: [], sha256: nil)
@@ -304,16 +317,14 @@ extension LocalObjectStore {
                 for (number, fileID) in used where current[number] != fileID {
                     throw StoreError.invalidPart(partNumber: number)
                 }
-                try db.execute(sql: "DELETE FROM part WHERE upload_id = ?", arguments: [uploadID])
-                try db.execute(sql: "DELETE FROM upload WHERE upload_id = ?", arguments: [uploadID])
-                return now.map(\.fileID)
+                return try Self.deleteUpload(db, uploadID)
             }
         )
     }
 
     /// Copies each (file, size) into a new file at `path` through one 1 MiB buffer, fsyncs it,
     /// and returns the total size. Removes the file on failure. Blocking.
-    static func concatenate(_ inputs: [(FileDescriptor, Int64)], into path: String) throws -> Int64 {
+    func concatenate(_ inputs: [(FileDescriptor, Int64)], into path: String) throws -> Int64 {
         let out = try Posix.open(path, O_WRONLY | O_CREAT | O_EXCL)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
@@ -325,6 +336,7 @@ extension LocalObjectStore {
                     let want = Int(Swift.min(Int64(buffer.count), size - offset))
                     let got = try Posix.preadFully(file.fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
                     guard got == want else { throw StoreError.internal("part file shorter than its committed size") }
+                    try checkWriteFault()
                     try Posix.writeAll(out, UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
                     offset += Int64(got)
                 }
@@ -337,6 +349,27 @@ extension LocalObjectStore {
             Foundation.close(out)
             Posix.unlinkIfPresent(path)
             throw error
+        }
+    }
+
+    /// Aborts every upload initiated before `cutoff` (S3's AbortIncompleteMultipartUpload
+    /// lifecycle rule, counted from initiation), deleting its parts' files. Works in batches so
+    /// that no transaction holds the writer for long; returns how many uploads it aborted. An
+    /// UploadPart or Complete racing with it finds the upload gone (NoSuchUpload) at its commit.
+    @discardableResult
+    public func abortUploads(initiatedBefore cutoff: Date, batchSize: Int = 500) async throws -> Int {
+        let before = Millis.from(cutoff)
+        var aborted = 0
+        while true {
+            let (count, files): (Int, [String]) = try await write { db in
+                let ids = try String.fetchAll(
+                    db, sql: "SELECT upload_id FROM upload WHERE initiated_ms < ? LIMIT ?", arguments: [before, batchSize]
+                )
+                return (ids.count, try ids.flatMap { try Self.deleteUpload(db, $0) })
+            }
+            removeFiles(files)
+            aborted += count
+            if count < batchSize { return aborted }
         }
     }
 }

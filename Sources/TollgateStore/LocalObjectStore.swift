@@ -36,17 +36,30 @@ public final class LocalObjectStore: ObjectStore {
         public var readChunkSize: Int
         /// Object rows kept in memory for GET and HEAD (0: none).
         public var cachedObjects: Int
+        /// In-progress multipart uploads a bucket may hold (`tooManyUploads` beyond).
+        public var maxUploadsPerBucket: Int
         public var now: @Sendable () -> Date
+        /// Told when writes start failing for lack of space (`true`, with the failure) and when
+        /// object data is written again (`false`): once per change, never once per request.
+        public var storageFullChanged: (@Sendable (_ full: Bool, _ detail: String) -> Void)?
+        /// Test seam: asked before every write of object data; an errno it returns fails that
+        /// write as if the file system had (ENOSPC: a full disk).
+        public var writeFault: (@Sendable () -> Int32?)?
 
         public init(
             directory: String, minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024,
-            cachedObjects: Int = 8192, now: @escaping @Sendable () -> Date = { Date() }
+            cachedObjects: Int = 8192, maxUploadsPerBucket: Int = 1000, now: @escaping @Sendable () -> Date = { Date() },
+            storageFullChanged: (@Sendable (_ full: Bool, _ detail: String) -> Void)? = nil,
+            writeFault: (@Sendable () -> Int32?)? = nil
         ) {
             self.directory = directory
             self.minimumPartSize = minimumPartSize
             self.readChunkSize = readChunkSize
             self.cachedObjects = cachedObjects
+            self.maxUploadsPerBucket = maxUploadsPerBucket
             self.now = now
+            self.storageFullChanged = storageFullChanged
+            self.writeFault = writeFault
         }
     }
 
@@ -63,15 +76,19 @@ public final class LocalObjectStore: ObjectStore {
     let pool: DatabasePool
     let appendLocks = KeyedLock()
     let objectCache: ObjectInfoCache
+    let storageState: StorageFullState
     public let recovery: RecoveryReport
 
     /// Opens (creating if needed) the store and runs crash recovery. Call before serving.
     public init(configuration: Configuration) throws {
         self.configuration = configuration
         objectCache = ObjectInfoCache(capacity: configuration.cachedObjects)
+        storageState = StorageFullState(changed: configuration.storageFullChanged)
         let root = URL(fileURLWithPath: configuration.directory).standardizedFileURL.path
         layout = StorageLayout(root: root)
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        // Only the server may read the store, also one created by an older version.
+        chmod(root, 0o700)
         try Posix.makeDirectory(layout.tmpDirectory)
         try Posix.makeDirectory(layout.objectsDirectory)
         try Posix.fsyncDirectory(root)
@@ -131,12 +148,16 @@ public final class LocalObjectStore: ObjectStore {
 
     // MARK: Database helpers
 
-    /// Runs a write transaction; database failures become `StoreError.internal`. Every write
-    /// ends by emptying the object cache, before the caller deletes any replaced file.
+    /// Runs a write transaction; database failures become `StoreError.internal` (or
+    /// `storageFull`). Every write ends by emptying the object cache, before the caller deletes
+    /// any replaced file.
     func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         defer { objectCache.invalidate() }
         do { return try await pool.write(updates) } catch let error as StoreError { throw error } catch let error as DatabaseError {
-            throw StoreError.internal("database: \(error.message ?? error.description)")
+            let detail = "database: \(error.message ?? error.description)"
+            guard error.resultCode == .SQLITE_FULL else { throw StoreError.internal(detail) }
+            storageState.note(StoreError.storageFull(detail))
+            throw StoreError.storageFull(detail)
         }
     }
 
@@ -236,6 +257,7 @@ public final class LocalObjectStore: ObjectStore {
                 try buffer.withUnsafeReadableBytes { bytes in
                     try md5.update(bytes)
                     try sha?.update(bytes)
+                    try checkWriteFault()
                     try Posix.writeAll(fd, bytes)
                 }
                 size += Int64(buffer.readableBytes)
@@ -246,12 +268,19 @@ public final class LocalObjectStore: ObjectStore {
             Foundation.close(fd)
             open = false
             try await publish(id: id, from: tmp)
+            storageState.noteWritten()
             return PublishedFile(id: id, size: size, md5: digest.md5, sha256: digest.sha256)
         } catch {
             if open { Foundation.close(fd) }
             Posix.unlinkIfPresent(tmp)
+            storageState.note(error)
             throw error
         }
+    }
+
+    /// The test seam's injected failure for the next data write, if any.
+    func checkWriteFault() throws(StoreError) {
+        if let code = configuration.writeFault?() { throw Posix.failure("write", code) }
     }
 
     /// Renames a fsynced temporary file into `objects/ab/cd/<id>` and makes the rename durable.

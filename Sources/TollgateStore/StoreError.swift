@@ -20,6 +20,11 @@ public enum StoreError: Error, Sendable, Equatable {
     /// OSS AppendObject: `position` is not the object's current length; `next` is the length.
     case positionNotEqualToLength(next: Int64)
     case objectNotAppendable
+    /// The bucket already holds the configured number of in-progress multipart uploads.
+    case tooManyUploads(bucket: String, limit: Int)
+    /// The file system or the database is out of space or over quota (ENOSPC, EDQUOT,
+    /// SQLITE_FULL). Nothing was written; retrying will not help until space is freed.
+    case storageFull(String)
     /// An I/O or database failure. The message is for logs; render a generic 500 to clients.
     case `internal`(String)
 
@@ -41,6 +46,9 @@ public enum StoreError: Error, Sendable, Equatable {
         case .preconditionFailed: "PreconditionFailed"
         case .positionNotEqualToLength: "PositionNotEqualToLength"
         case .objectNotAppendable: "ObjectNotAppendable"
+        case .tooManyUploads: "TooManyUploads"
+        // MinIO's code for the same condition, which S3 tools built for MinIO already know.
+        case .storageFull: "XMinioStorageFull"
         case .internal: "InternalError"
         }
     }
@@ -50,9 +58,11 @@ public enum StoreError: Error, Sendable, Equatable {
         switch self {
         case .noSuchBucket, .noSuchKey, .noSuchUpload: 404
         case .bucketNotEmpty, .bucketAlreadyOwnedByYou, .positionNotEqualToLength, .objectNotAppendable: 409
-        case .invalidBucketName, .keyTooLong, .invalidArgument, .invalidPart, .invalidPartOrder, .entityTooSmall: 400
+        case .invalidBucketName, .keyTooLong, .invalidArgument, .invalidPart, .invalidPartOrder, .entityTooSmall, .tooManyUploads: 400
         case .invalidRange: 416
         case .preconditionFailed: 412
+        // 507 Insufficient Storage, as MinIO answers: not one of the statuses SDKs retry.
+        case .storageFull: 507
         case .internal: 500
         }
     }
@@ -75,6 +85,9 @@ public enum StoreError: Error, Sendable, Equatable {
         case .preconditionFailed: "At least one of the pre-conditions you specified did not hold."
         case .positionNotEqualToLength: "Position is not equal to file length."
         case .objectNotAppendable: "The object is not appendable."
+        case .tooManyUploads(_, let limit):
+            "The bucket already has \(limit) multipart uploads in progress; complete or abort some before starting another."
+        case .storageFull: "The server's storage is full. Delete objects to make room; retrying will not help until space is freed."
         case .internal: "We encountered an internal error. Please try again."
         }
     }

@@ -15,6 +15,9 @@ struct ServeCommand: AsyncParsableCommand {
     var config = "config.json"
 
     func run() async throws {
+        // Everything the server creates (store files, SQLite database, root credentials) is
+        // readable by its own user only: files 0600, directories 0700.
+        umask(0o077)
         let config = try loadConfigOrExit(config)
         let root = try resolveRootOrExit(config)
         let policies: PolicyStore
@@ -41,14 +44,16 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if root.generated {
             // Printed once, at first start, on purpose: the operator needs them to use the gateway.
+            // Written at once (not through stdio's buffer, which a pipe only flushes at exit).
             LogOutput.standardOutput.flush()
-            print("""
+            printNow("""
                 Tollgate generated root credentials and stored them in \(config.dataDirectory)/\(RootCredentials.fileName) (mode 0600):
                   AccessKeyID:     \(root.accessKeyID)
                   AccessKeySecret: \(root.accessKeySecret)
                 They are printed only this once.
                 """)
         }
+        logger.info("root access key", metadata: ["root.access_key_id": "\(root.accessKeyID)"])
 
         let state = try TollgateState(config: config, root: root, policies: policies)
         let store: LocalObjectStore
@@ -66,7 +71,8 @@ struct ServeCommand: AsyncParsableCommand {
         logger.info("gateway listening", metadata: ["listen.address": "\(config.gatewayAddress):\(config.gatewayPort)"])
         let group = ServiceGroup(
             configuration: .init(
-                services: [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger)],
+                services: [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger),
+                           UploadExpiry(store: store, config: config, logger: logger)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

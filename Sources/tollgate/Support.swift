@@ -7,6 +7,11 @@ func printError(_ line: String) {
     FileHandle.standardError.write(Data((line + "\n").utf8))
 }
 
+/// Writes lines to standard output at once, bypassing stdio's buffer.
+func printNow(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
 /// Loads the config or stops with one clear line and exit code 2.
 func loadConfigOrExit(_ path: String) throws -> TollgateConfig {
     do {

@@ -52,6 +52,20 @@ func tokenExpireTimeForms(value: String, expected: Int) throws {
     (#"{"PolicyFile": "p""#, "invalid JSON"),
     (#"{"PolicyFile": "p" "Port": 1}"#, "invalid JSON"),
     (#"[1, 2]"#, "the top level must be a JSON object"),
+    // Every secret that verifies tokens is as strong as the one that signs them.
+    (#"{"PolicyFile": "p", "PreviousAccessKeySecrets": ["x"]}"#, "PreviousAccessKeySecrets[0] must be at least 32 bytes"),
+    (#"{"PolicyFile": "p", "PreviousAccessKeySecrets": ["previous-secret-0123456789abcdefghij", "short"]}"#,
+     "PreviousAccessKeySecrets[1] must be at least 32 bytes"),
+    (#"{"PolicyFile": "p", "PreviousAccessKeySecrets": [""], "DevelopmentMode": true}"#, "PreviousAccessKeySecrets[0] must not be empty"),
+    // Both listeners on one port: a config error, not a bind failure.
+    (#"{"PolicyFile": "p", "Port": 9000}"#, "Port and GatewayPort must differ"),
+    (#"{"PolicyFile": "p", "Port": 8000, "GatewayPort": "8000", "ListenAddress": "127.0.0.1", "GatewayAddress": "127.0.0.1"}"#,
+     "Port and GatewayPort must differ"),
+    (#"{"PolicyFile": "p", "Port": 8000, "GatewayPort": 8000, "ListenAddress": "127.0.0.1"}"#, "(127.0.0.1:8000) and the gateway (0.0.0.0:8000)"),
+    (#"{"PolicyFile": "p", "Port": 8000, "GatewayPort": 8000, "GatewayAddress": "::1", "ListenAddress": "::"}"#, "Port and GatewayPort must differ"),
+    (#"{"PolicyFile": "p", "IdleTimeoutSeconds": 0}"#, "IdleTimeoutSeconds must be at least 1 (got 0)"),
+    (#"{"PolicyFile": "p", "MultipartUploadExpirySeconds": "-5"}"#, "MultipartUploadExpirySeconds must be at least 1"),
+    (#"{"PolicyFile": "p", "MaxMultipartUploadsPerBucket": 0}"#, "MaxMultipartUploadsPerBucket must be at least 1"),
 ])
 func badConfig(json: String, message: String) {
     do {
@@ -69,14 +83,14 @@ func badConfig(json: String, message: String) {
     let config = try parse("""
         {"PolicyFile": "policy/all_policy.txt", "Port": 17080, "GatewayPort": "19000", "ListenAddress": "127.0.0.1",
          "Variables": {"BUCKET_NAME": "photos"}, "Roles": {"read": "policy/r.txt"},
-         "PreviousAccessKeySecrets": ["old"], "Colour": "blue", "Zebra": 1}
+         "PreviousAccessKeySecrets": ["old-secret-0123456789abcdefghijklm"], "Colour": "blue", "Zebra": 1}
         """)
     #expect(config.port == 17080)
     #expect(config.gatewayPort == 19000)
     #expect(config.listenAddress == "127.0.0.1")
     #expect(config.buckets == ["photos"], "BUCKET_NAME exists at start-up unless Buckets says otherwise")
     #expect(config.roles["read"] == "/etc/tollgate/policy/r.txt")
-    #expect(config.previousAccessKeySecrets == ["old"])
+    #expect(config.previousAccessKeySecrets == ["old-secret-0123456789abcdefghijklm"])
     #expect(config.unknownKeys == ["Colour", "Zebra"])
 }
 
@@ -120,4 +134,30 @@ func badConfig(json: String, message: String) {
     #expect(!a.generated)
     #expect(a.accessKeyID == b.accessKeyID)
     #expect(a.accessKeyID.hasPrefix("TG"))
+}
+
+@Test func limitsHaveDocumentedDefaultsAndCanBeSet() throws {
+    let defaults = try parse(reference)
+    #expect(defaults.idleTimeoutSeconds == 60)
+    #expect(defaults.multipartUploadExpirySeconds == 3 * 24 * 3600)
+    #expect(defaults.maxMultipartUploadsPerBucket == 1000)
+    let set = try parse("""
+        {"PolicyFile": "p", "IdleTimeoutSeconds": "5", "MultipartUploadExpirySeconds": 3600, "MaxMultipartUploadsPerBucket": 10}
+        """)
+    #expect(set.idleTimeoutSeconds == 5)
+    #expect(set.multipartUploadExpirySeconds == 3600)
+    #expect(set.maxMultipartUploadsPerBucket == 10)
+    #expect(set.unknownKeys.isEmpty)
+}
+
+@Test func listenersMayShareAPortOnDistinctAddressesOrBothAskForAFreeOne() throws {
+    let distinct = try parse(#"{"PolicyFile": "p", "Port": 8000, "GatewayPort": 8000, "ListenAddress": "127.0.0.1", "GatewayAddress": "127.0.0.2"}"#)
+    #expect(distinct.port == distinct.gatewayPort)
+    let ephemeral = try parse(#"{"PolicyFile": "p", "Port": 0, "GatewayPort": 0}"#)
+    #expect(ephemeral.port == 0)
+}
+
+@Test func developmentModeAllowsShortPreviousSecrets() throws {
+    let config = try parse(#"{"PolicyFile": "p", "AccessKeySecret": "dev", "PreviousAccessKeySecrets": ["x"], "DevelopmentMode": true}"#)
+    #expect(config.previousAccessKeySecrets == ["x"])
 }

@@ -68,3 +68,14 @@ private func withGateway(_ body: @Sendable (any TestClientProtocol, LocalObjectS
         }
     }
 }
+
+@Test("a full disk is 507 XMinioStorageFull in both dialects, not a retryable 500", arguments: [Dialect.s3, .oss])
+func storageFullRendersInTheCallersDialect(dialect: Dialect) {
+    let error = Gateway.gatewayError(StoreError.storageFull("write: No space left on device"), dialect: dialect, bucket: "b", key: "k")
+    #expect(error.status.code == 507)
+    #expect(error.code == "XMinioStorageFull")
+    #expect(!error.message.contains("No space"), "the file system's detail is for the log, not the client")
+    let response = error.response(dialect: dialect, requestID: "r1", resource: "/b/k", isHead: false)
+    #expect(response.status.code == 507)
+    #expect(response.headers[dialect == .s3 ? .amzRequestID : .ossRequestID] == "r1")
+}

@@ -108,6 +108,31 @@ func tokenShape(path: String, method: HTTPRequest.Method) async throws {
         == #"info tollgate: token issued a.first=42 client.address=127.0.0.1 hb.request.id=event list="[\"x\", \"y\"]" note="two words" token.role=default"#)
 }
 
+@Test("control characters never reach a log line raw", arguments: [
+    ("key\r\ninfo tollgate: forged", #"k="key\r\ninfo tollgate: forged""#),
+    ("\u{1B}[31mred\u{1B}[0m", #"k="\x1b[31mred\x1b[0m""#),
+    ("del\u{7F}", #"k="del\x7f""#),
+    ("tab\there", #"k="tab\there""#),
+    ("bell\u{07}", #"k="bell\x07""#),
+    ("quote\"back\\slash", #"k="quote\"back\\slash""#),
+    ("plain/key.txt", "k=plain/key.txt"),
+    ("日本語", "k=日本語"),
+])
+func controlCharactersAreEscaped(value: String, rendered: String) {
+    var line: [UInt8] = []
+    LogOutput.appendEntry(level: .info, label: "tollgate", message: "m", metadata: ["k": .string(value)], context: [:], to: &line)
+    #expect(!line.contains { $0 < 0x20 || $0 == 0x7F })
+    #expect(String(decoding: line, as: UTF8.self) == "info tollgate: m " + rendered)
+}
+
+@Test func messagesAndKeysAreEscapedToo() {
+    var line: [UInt8] = []
+    LogOutput.appendEntry(
+        level: .error, label: "tollgate", message: "failed for\nwarning forged", metadata: ["a\rb": "v"], context: [:], to: &line
+    )
+    #expect(String(decoding: line, as: UTF8.self) == #"error tollgate: failed for\nwarning forged a\rb=v"#)
+}
+
 @Test("IPv4 client addresses", arguments: ["0.0.0.0", "127.0.0.1", "10.20.30.40", "192.168.100.9", "255.255.255.255", "1.0.10.100"])
 func dottedQuad(address: String) throws {
     let socket = try SocketAddress(ipAddress: address, port: 7080)

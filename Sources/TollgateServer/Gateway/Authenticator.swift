@@ -13,6 +13,9 @@ struct GatewayIdentity: Sendable {
     let claims: TokenClaims?
     /// The S3 verification result (payload mode, checksums), nil for OSS requests.
     let s3: S3VerifiedRequest?
+    /// OSS: the body's SHA-256 from a signed `x-oss-content-sha256` (nil when absent or
+    /// `UNSIGNED-PAYLOAD`), checked against the body as it streams.
+    var ossContentSHA256: [UInt8]? = nil
 }
 
 /// Authenticates gateway requests: the signature (S3 SigV4 or OSS V1/V4) over a secret that is
@@ -55,7 +58,21 @@ struct Authenticator: Sendable {
         let identity = try OSSSignature.verify(request, bucket: bucket, key: key) { (query) throws(CredentialLookupError) in
             try lookup(query, now: request.now, claims: &claims)
         }
-        return GatewayIdentity(accessKeyId: identity.accessKeyId, isRoot: claims == nil, claims: claims, s3: nil)
+        return GatewayIdentity(accessKeyId: identity.accessKeyId, isRoot: claims == nil, claims: claims, s3: nil,
+                               ossContentSHA256: try Self.ossContentSHA256(request))
+    }
+
+    /// `x-oss-content-sha256`, which OSS V4 signs (as V1 signs every `x-oss-*` header): either
+    /// `UNSIGNED-PAYLOAD` or the hex SHA-256 of the body, which is then verified; anything else
+    /// is refused, so a signed claim about the body is never silently ignored.
+    static func ossContentSHA256(_ request: SignatureRequest) throws(OSSAuthError) -> [UInt8]? {
+        guard let value = request.headers["x-oss-content-sha256"]?.trimmingCharacters(in: .whitespaces),
+              value != "UNSIGNED-PAYLOAD" else { return nil }
+        guard value.utf8.count == 64, let digest = Hex.decode(value) else {
+            throw .invalidArgument(message: "x-oss-content-sha256 must be UNSIGNED-PAYLOAD or the hex SHA-256 of the body.",
+                                   name: "x-oss-content-sha256", value: value)
+        }
+        return digest
     }
 }
 

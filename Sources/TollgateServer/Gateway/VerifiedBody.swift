@@ -8,17 +8,21 @@ enum BodyCheck: Sendable {
     case none
     /// S3: signed SHA-256, Content-MD5 and/or an `x-amz-checksum-*` header, or aws-chunked.
     case s3(S3VerifiedRequest)
-    /// OSS: Content-MD5 when sent.
-    case contentMD5([UInt8])
+    /// OSS: Content-MD5 and/or a signed `x-oss-content-sha256`, when sent.
+    case oss(contentMD5: [UInt8]?, sha256: [UInt8]?)
 
     /// Builds the check for a request, or throws InvalidDigest for a malformed Content-MD5.
     static func forRequest(identity: GatewayIdentity, contentMD5 header: String?) throws(GatewayError) -> BodyCheck {
         if let s3 = identity.s3 { return .s3(s3) }
-        guard let header else { return .none }
-        guard let digest = ContentMD5.parse(header) else {
-            throw GatewayError(.badRequest, "InvalidDigest", "The Content-MD5 you specified is not valid.")
+        var md5: [UInt8]?
+        if let header {
+            guard let digest = ContentMD5.parse(header) else {
+                throw GatewayError(.badRequest, "InvalidDigest", "The Content-MD5 you specified is not valid.")
+            }
+            md5 = digest
         }
-        return .contentMD5(digest)
+        if md5 == nil, identity.ossContentSHA256 == nil { return .none }
+        return .oss(contentMD5: md5, sha256: identity.ossContentSHA256)
     }
 }
 
@@ -56,14 +60,15 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
     final class Checker {
         private let verifier: S3PayloadVerifier?
         private let decoder: AWSChunkedDecoder?
-        private let md5: (expected: [UInt8], digest: StreamingDigest)?
+        /// OSS digests, verified with the S3 verifier; its errors are renamed in `finish`.
+        private let ossVerifier: S3PayloadVerifier?
         private let failure: (any Error)?
         private var scratch: [UInt8] = []
 
         init(_ check: BodyCheck) {
             var verifier: S3PayloadVerifier?
             var decoder: AWSChunkedDecoder?
-            var md5: (expected: [UInt8], digest: StreamingDigest)?
+            var ossVerifier: S3PayloadVerifier?
             var failure: (any Error)?
             do {
                 switch check {
@@ -74,15 +79,15 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
                         let plain = try request.makePayloadVerifier()
                         verifier = plain.isTrivial ? nil : plain
                     }
-                case .contentMD5(let expected):
-                    md5 = (expected, try StreamingDigest(.md5))
+                case .oss(let md5, let sha256):
+                    ossVerifier = try S3PayloadVerifier(expectedSHA256: sha256, contentMD5: md5, checksum: nil)
                 }
             } catch {
                 failure = error
             }
             self.verifier = verifier
             self.decoder = decoder
-            self.md5 = md5
+            self.ossVerifier = ossVerifier
             self.failure = failure
         }
 
@@ -96,15 +101,9 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
                 try result.get()
                 return scratch.isEmpty ? nil : ByteBuffer(bytes: scratch)
             }
-            if let verifier {
+            if let verifier = verifier ?? ossVerifier {
                 let result: Result<Void, S3AuthError> = buffer.withUnsafeReadableBytes { bytes in
                     Result { () throws(S3AuthError) in try verifier.update(bytes) }
-                }
-                try result.get()
-            }
-            if let md5 {
-                let result: Result<Void, CryptoError> = buffer.withUnsafeReadableBytes { bytes in
-                    Result { () throws(CryptoError) in try md5.digest.update(bytes) }
                 }
                 try result.get()
             }
@@ -115,8 +114,10 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
             if let failure { throw failure }
             if let decoder { try decoder.finish() }
             if let verifier { try verifier.finish() }
-            if let md5, try md5.digest.finalize() != md5.expected {
+            do { try ossVerifier?.finish() } catch .contentMD5Mismatch {
                 throw GatewayError(.badRequest, "InvalidDigest", "The Content-MD5 you specified did not match what we received.")
+            } catch .contentSHA256Mismatch {
+                throw GatewayError(.badRequest, "InvalidDigest", "The x-oss-content-sha256 you specified did not match what we received.")
             }
         }
     }
