@@ -246,22 +246,6 @@ def test_refusals_each_with_their_code_and_nothing_vended(tg, keys):
             assert token[20:60] not in log, f"a login token reached the log ({name})"
 
 
-def test_provider_key_rotation_and_unknown_kid_flood(tg, keys):
-    key_server, rsa_key, ec_key = keys
-    # Warm the cache, then rotate: the provider publishes a new key only.
-    assert vend(tg, rsa_key.token(key_server.issuer, "frank"))[0] == 200
-    fresh = SigningKey("ES256", "ec-2")
-    key_server.publish(rsa_key, fresh)
-    time.sleep(31)  # past the unknown-kid cooldown (30 s)
-    assert vend(tg, fresh.token(key_server.issuer, "frank"))[0] == 200, "the new key verifies without a restart"
-    before = key_server.requests
-    for i in range(50):
-        status, body = vend(tg, rsa_key.token(key_server.issuer, "frank", kid=f"made-up-{i}"))
-        assert (status, body["ErrorCode"]) == (401, "InvalidIdentityToken")
-    assert key_server.requests - before <= 1, "a flood of unknown kids hammered the JWKS URL"
-    key_server.publish(rsa_key, ec_key)
-
-
 def test_reference_config_without_authentication_still_vends_anonymously():
     server = Server({"AccessKeySecret": ROOT_SECRET}).start()
     try:
@@ -279,3 +263,129 @@ def test_errors_inline_for_the_stock_android_provider(tg):
     body = response.json()
     assert (body["StatusCode"], body["ErrorCode"]) == (401, "InvalidIdentityToken")
     assert "AccessKeyId" not in body
+
+
+# ---------------------------------------------------------------------------------------------
+# The AWS STS API on the token port, through boto3's own STS client.
+
+ROLE_ARN = "arn:aws:iam::000000000000:role/{}"
+
+
+def sts_client(tg, access_key_id="unused", secret="unused", token=None):
+    import boto3
+    from botocore.config import Config
+    return boto3.client("sts", endpoint_url=tg.url, region_name="us-east-1", aws_access_key_id=access_key_id,
+                        aws_secret_access_key=secret, aws_session_token=token,
+                        config=Config(retries={"max_attempts": 1}))
+
+
+def as_endpoint_json(credentials):
+    return {"AccessKeyId": credentials["AccessKeyId"], "AccessKeySecret": credentials["SecretAccessKey"],
+            "SecurityToken": credentials["SessionToken"]}
+
+
+def test_assume_role_with_web_identity_gives_working_isolated_credentials(tg, keys):
+    key_server, rsa_key, ec_key = keys
+    answer = sts_client(tg).assume_role_with_web_identity(
+        RoleArn=ROLE_ARN.format("isolated"), RoleSessionName="alice-phone",
+        WebIdentityToken=rsa_key.token(key_server.issuer, "alice"))
+    assert answer["SubjectFromWebIdentityToken"] == "alice"
+    assert answer["AssumedRoleUser"]["Arn"] == "arn:aws:sts::000000000000:assumed-role/isolated/alice-phone"
+    assert answer["Provider"] == key_server.issuer
+    creds = answer["Credentials"]
+    assert creds["AccessKeyId"].startswith("STS.")
+    s3 = s3_client(tg, as_endpoint_json(creds))
+    s3.put_object(Bucket=BUCKET, Key="alice/via-sts", Body=b"sts")
+    with pytest.raises(ClientError) as excinfo:
+        s3.put_object(Bucket=BUCKET, Key="bob/via-sts", Body=b"sts")
+    assert error_of(excinfo) == ("AccessDenied", 403)
+    who = sts_client(tg, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"]).get_caller_identity()
+    assert who["Arn"] == "arn:aws:sts::000000000000:assumed-role/isolated/alice-phone"
+    assert who["Account"] == "000000000000"
+
+
+def sts_error(call) -> str:
+    with pytest.raises(ClientError) as excinfo:
+        call()
+    return excinfo.value.response["Error"]["Code"]
+
+
+def test_sts_refusals_use_aws_error_codes(tg, keys):
+    key_server, rsa_key, _ = keys
+    sts = sts_client(tg)
+    iss = key_server.issuer
+    web = lambda token, role="isolated", **kw: lambda: sts.assume_role_with_web_identity(
+        RoleArn=ROLE_ARN.format(role), RoleSessionName="s1", WebIdentityToken=token, **kw)
+    assert sts_error(web(rsa_key.token(iss, "alice", lifetime=-120))) == "ExpiredTokenException"
+    assert sts_error(web(rsa_key.token(iss, "alice", audience="other"))) == "InvalidIdentityToken"
+    assert sts_error(web(rsa_key.token(iss, "alice"), role="readwrite")) == "AccessDenied"
+    assert sts_error(web(rsa_key.token(iss, "alice"), DurationSeconds=3600)) == "ValidationError"
+    assert sts_error(web(rsa_key.token(iss, "alice"), Policy='{"Version":"1","Statement":[{"Effect":"Allow"')) \
+        == "MalformedPolicyDocument"
+    assert sts_error(web(rsa_key.token(iss, "alice/x"))) == "IDPRejectedClaim"
+
+
+def test_assume_role_is_for_the_root_credentials_and_a_session_policy_narrows(tg, keys):
+    root_sts = sts_client(tg, ROOT_ACCESS_KEY_ID, ROOT_SECRET)
+    narrow = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{BUCKET}/*"}]})
+    answer = root_sts.assume_role(RoleArn=ROLE_ARN.format("readwrite"), RoleSessionName="backend", Policy=narrow)
+    creds = as_endpoint_json(answer["Credentials"])
+    root_client(tg).put_object(Bucket=BUCKET, Key="shared/readable", Body=b"r")
+    s3 = s3_client(tg, creds)
+    assert s3.get_object(Bucket=BUCKET, Key="shared/readable")["Body"].read() == b"r"
+    with pytest.raises(ClientError) as excinfo:
+        s3.put_object(Bucket=BUCKET, Key="shared/written", Body=b"w")
+    assert error_of(excinfo) == ("AccessDenied", 403)
+    # Vended credentials cannot assume roles; a wrong secret is refused.
+    vended = answer["Credentials"]
+    temp_sts = sts_client(tg, vended["AccessKeyId"], vended["SecretAccessKey"], vended["SessionToken"])
+    assert sts_error(lambda: temp_sts.assume_role(RoleArn=ROLE_ARN.format("readwrite"), RoleSessionName="x1")) == "AccessDenied"
+    bad = sts_client(tg, ROOT_ACCESS_KEY_ID, "not-the-root-secret-not-the-root-secret")
+    assert sts_error(lambda: bad.assume_role(RoleArn=ROLE_ARN.format("readwrite"), RoleSessionName="x1")) \
+        == "SignatureDoesNotMatch"
+    assert sts_error(lambda: root_sts.assume_role(RoleArn=ROLE_ARN.format("nope"), RoleSessionName="x1")) == "AccessDenied"
+    assert root_sts.get_caller_identity()["Arn"] == "arn:aws:iam::000000000000:root"
+
+
+def test_the_standard_web_identity_chain_works_unchanged(tg, keys, tmp_path):
+    """As a pod or CI job would: AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE + the STS endpoint,
+    then a plain boto3 S3 client with no explicit credentials."""
+    import os
+    import subprocess
+    import sys
+    key_server, rsa_key, _ = keys
+    token_file = tmp_path / "token"
+    token_file.write_text(rsa_key.token(key_server.issuer, "ci-job"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({"AWS_ROLE_ARN": ROLE_ARN.format("isolated"), "AWS_WEB_IDENTITY_TOKEN_FILE": str(token_file),
+                "AWS_ROLE_SESSION_NAME": "ci-run", "AWS_ENDPOINT_URL_STS": tg.url, "AWS_REGION": "us-east-1",
+                "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                "AWS_EC2_METADATA_DISABLED": "true"})
+    script = f"""
+import boto3
+from botocore.config import Config
+s3 = boto3.client("s3", endpoint_url="{tg.gateway_url}", config=Config(s3={{"addressing_style": "path"}}))
+s3.put_object(Bucket="{BUCKET}", Key="ci-job/artifact", Body=b"built")
+print(s3.get_object(Bucket="{BUCKET}", Key="ci-job/artifact")["Body"].read().decode())
+"""
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "built"
+
+
+# Last: it rotates the provider's keys.
+def test_provider_key_rotation_and_unknown_kid_flood(tg, keys):
+    key_server, rsa_key, ec_key = keys
+    # Warm the cache, then rotate: the provider publishes a new key only.
+    assert vend(tg, rsa_key.token(key_server.issuer, "frank"))[0] == 200
+    fresh = SigningKey("ES256", "ec-2")
+    key_server.publish(rsa_key, fresh)
+    time.sleep(31)  # past the unknown-kid cooldown (30 s)
+    assert vend(tg, fresh.token(key_server.issuer, "frank"))[0] == 200, "the new key verifies without a restart"
+    before = key_server.requests
+    for i in range(50):
+        status, body = vend(tg, rsa_key.token(key_server.issuer, "frank", kid=f"made-up-{i}"))
+        assert (status, body["ErrorCode"]) == (401, "InvalidIdentityToken")
+    assert key_server.requests - before <= 1, "a flood of unknown kids hammered the JWKS URL"
+    key_server.publish(rsa_key, ec_key)

@@ -8,6 +8,8 @@ public struct VerifiedIdentity: Sendable, Equatable {
     public var subject: String
     public var claims: [String: JSONValue]
     public var expiresAt: Date
+    /// The audience the token was accepted for.
+    public var audience: String?
 
     /// The claims carried into the token: the provider's chosen claims (scalars) as `NAME`,
     /// `sub`, and AWS session tags as `aws:PrincipalTag/KEY`.
@@ -138,7 +140,7 @@ public enum JWTVerifier {
         }
         if let problem = Subject.problem(subject) { throw .rejectedClaim("The subject is not allowed: \(problem).") }
         return VerifiedIdentity(provider: provider.name, issuer: provider.issuer, subject: subject, claims: claims,
-                                expiresAt: Date(timeIntervalSince1970: exp))
+                                expiresAt: Date(timeIntervalSince1970: exp), audience: audiences.first(where: provider.audiences.contains))
     }
 
     /// Every claim of the payload; the checks are made above, with the configured leeway.

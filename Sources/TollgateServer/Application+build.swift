@@ -33,7 +33,9 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
     router.add(middleware: TokenErrorMiddleware())
     TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies,
                     authentication: state.config.authentication, identities: state.identities,
-                    roleMaxSessionSeconds: state.config.roleMaxSessionSeconds, clock: state.clock)
+                    roleMaxSessionSeconds: state.config.roleMaxSessionSeconds,
+                    sts: STSAPI(authenticator: Authenticator(root: state.root, tokens: state.tokens), roles: Set(state.config.roles.keys)),
+                    clock: state.clock)
         .addRoutes(to: router)
     router.get("/healthz") { _, _ in
         var json = JSONObjectWriter(capacity: 32)

@@ -22,6 +22,8 @@ struct TokenController: Sendable {
     let authentication: AuthenticationSettings?
     let identities: IdentityVerifier?
     let roleMaxSessionSeconds: [String: Int]
+    /// The AWS STS query API on the same port (requests with an `Action` parameter).
+    let sts: STSAPI?
     let clock: @Sendable () -> Date
     let issuedCounters = IssuedCounters()
 
@@ -32,46 +34,53 @@ struct TokenController: Sendable {
         }
     }
 
-    /// What the caller asked for.
+    /// What the caller sent: the query and body parameters, the body itself, the login token.
     struct Parameters: Sendable {
+        /// Query parameters, then body parameters (form or JSON) for names the query lacks.
+        var fields: [String: String] = [:]
+        var body: [UInt8] = []
+        /// From `Authorization: Bearer`, else the `access_token` parameter.
         var loginToken: String?
-        var role: String?
-        var duration: String?
+        var role: String? { fields["role"] }
+        var duration: String? { fields["duration"] }
 
-        /// The largest POST body read: a login token is at most 16 KiB.
+        /// The largest POST body read: a login token is at most 16 KiB, a session policy 8 KiB.
         static let maxBody = 64 * 1024
 
         static func read(_ request: Request) async throws -> Parameters {
             var parameters = Parameters()
-            let query = request.uri.queryParameters
-            parameters.loginToken = query["access_token"].map(String.init)
-            parameters.role = query["role"].map(String.init)
-            parameters.duration = query["duration"].map(String.init)
+            for (key, value) in request.uri.queryParameters where parameters.fields[String(key)] == nil {
+                parameters.fields[String(key)] = String(value)
+            }
+            if request.method == .post {
+                let body = try await request.body.collect(upTo: maxBody)
+                parameters.body = Array(buffer: body)
+            }
+            if !parameters.body.isEmpty {
+                let contentType = request.headers[.contentType]?.lowercased() ?? ""
+                if contentType.hasPrefix("application/json") {
+                    guard let object = try? JSONSerialization.jsonObject(with: Data(parameters.body)) as? [String: Any] else {
+                        throw IdentityError.validation("The POST body is not a JSON object.")
+                    }
+                    for (key, value) in object where parameters.fields[key] == nil {
+                        if let text = value as? String { parameters.fields[key] = text }
+                        else if let number = value as? NSNumber { parameters.fields[key] = number.stringValue }
+                    }
+                } else {
+                    for (key, value) in URLEncodedForm.decode(String(decoding: parameters.body, as: UTF8.self))
+                    where parameters.fields[key] == nil {
+                        parameters.fields[key] = value
+                    }
+                }
+            }
+            parameters.loginToken = parameters.fields["access_token"]
+            // Other schemes (the STS API's AWS4-HMAC-SHA256) are not login tokens.
             if let authorization = request.headers[.authorization] {
                 let parts = authorization.split(separator: " ", maxSplits: 1)
-                guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-                    throw IdentityError.invalidToken("the Authorization header must be \"Bearer <token>\"")
+                if parts.count == 2, parts[0].lowercased() == "bearer" {
+                    parameters.loginToken = parts[1].trimmingCharacters(in: .whitespaces)
                 }
-                parameters.loginToken = parts[1].trimmingCharacters(in: .whitespaces)
             }
-            guard request.method == .post else { return parameters }
-            let body = try await request.body.collect(upTo: maxBody)
-            guard body.readableBytes > 0 else { return parameters }
-            let contentType = request.headers[.contentType]?.lowercased() ?? ""
-            var fields: [String: String] = [:]
-            if contentType.hasPrefix("application/json") {
-                guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else {
-                    throw IdentityError.validation("The POST body is not a JSON object.")
-                }
-                for (key, value) in object {
-                    if let text = value as? String { fields[key] = text } else if let number = value as? NSNumber { fields[key] = number.stringValue }
-                }
-            } else {
-                for (key, value) in URLEncodedForm.decode(String(buffer: body)) where fields[key] == nil { fields[key] = value }
-            }
-            parameters.loginToken = parameters.loginToken ?? fields["access_token"]
-            parameters.role = parameters.role ?? fields["role"]
-            parameters.duration = parameters.duration ?? fields["duration"]
             return parameters
         }
     }
@@ -83,22 +92,23 @@ struct TokenController: Sendable {
         var role: String
         var duration: Int
         var claims: [String: String]?
+        var audience: String?
     }
 
-    func decide(_ parameters: Parameters, now: Date) async throws(IdentityError) -> Decision {
+    func decide(loginToken: String?, role requested: String?, duration: String?, now: Date) async throws(IdentityError) -> Decision {
         guard let authentication, let identities else {
             return Decision(role: TollgateConfig.defaultRole, duration: lifetime)
         }
-        guard let loginToken = parameters.loginToken, !loginToken.isEmpty else {
+        guard let loginToken, !loginToken.isEmpty else {
             guard authentication.allowAnonymous else { throw .missingToken }
-            return Decision(role: TollgateConfig.defaultRole, duration: try duration(parameters.duration, role: TollgateConfig.defaultRole))
+            return Decision(role: TollgateConfig.defaultRole, duration: try self.duration(duration, role: TollgateConfig.defaultRole))
         }
         let identity = try await identities.verify(loginToken, now: now)
-        let role = try authentication.role(for: identity.claims, requested: parameters.role)
+        let role = try authentication.role(for: identity.claims, requested: requested)
         let provider = authentication.providers.first { $0.issuer == identity.issuer }
         return Decision(subject: identity.subject, issuer: identity.issuer, role: role,
-                        duration: try duration(parameters.duration, role: role),
-                        claims: identity.carriedClaims(provider?.carriedClaims ?? []))
+                        duration: try self.duration(duration, role: role),
+                        claims: identity.carriedClaims(provider?.carriedClaims ?? []), audience: identity.audience)
     }
 
     /// The lifetime: the requested duration, bounded by the role's maximum; without a request,
@@ -116,7 +126,11 @@ struct TokenController: Sendable {
         let now = clock()
         let decision: Decision
         do {
-            decision = try await decide(try await Parameters.read(request), now: now)
+            let parameters = try await Parameters.read(request)
+            if let action = parameters.fields["Action"], let sts {
+                return await sts.handle(action: action, parameters: parameters, request: request, context: context, controller: self)
+            }
+            decision = try await decide(loginToken: parameters.loginToken, role: parameters.role, duration: parameters.duration, now: now)
         } catch let error as IdentityError {
             context.logger.info("token refused", metadata: [
                 "token.refusal": .string(error.code), "token.reason": .string(error.message),
@@ -137,19 +151,25 @@ struct TokenController: Sendable {
         let issued = try tokens.issue(subject: decision.subject, role: decision.role, claims: decision.claims,
                                       duration: Int64(decision.duration), now: now)
         let expiration = Timestamp.iso8601(issued.claims.expiresAt)
+        logIssued(issued, issuer: decision.issuer, expiration: expiration, context: context, via: "json")
+        return TokenJSON.response(.ok, TokenJSON.credentials(issued, expiration: expiration))
+    }
+
+    /// The audit line of every issue (never a token or a secret), and the counter by role.
+    func logIssued(_ issued: IssuedCredentials, issuer: String?, expiration: String? = nil, context: TollgateRequestContext, via: String) {
         context.logger.info(
             "token issued",
             metadata: [
                 "token.subject": .string(issued.claims.subject ?? "-"),
-                "token.issuer": .string(decision.issuer ?? "-"),
+                "token.issuer": .string(issuer ?? "-"),
                 "token.role": .string(issued.claims.role),
                 "token.access_key_id": .string(issued.accessKeyId),
-                "token.expiration": .string(expiration),
+                "token.expiration": .string(expiration ?? Timestamp.iso8601(issued.claims.expiresAt)),
+                "token.via": .string(via),
                 "client.address": .string(context.clientAddress),
             ]
         )
-        issuedCounters.counter(role: decision.role).increment()
-        return TokenJSON.response(.ok, TokenJSON.credentials(issued, expiration: expiration))
+        issuedCounters.counter(role: issued.claims.role).increment()
     }
 
     /// Fetches a provider's JWKS or discovery document (at most 1 MiB, 5 s).

@@ -171,7 +171,19 @@ public enum S3SigV4 {
         return fields
     }
 
-    static func verifyHeader(_ request: SignatureRequest, authorization: String, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
+    /// Verifies a header-signed request to another AWS-style service on this server (`sts`):
+    /// the same SigV4, with `service` in the scope, and the payload hash of the body the caller
+    /// read (such services send no `x-amz-content-sha256`).
+    public static func verify(_ request: SignatureRequest, service: String, bodySHA256: String,
+                              lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
+        guard let authorization = request.headers["authorization"] else {
+            throw .accessDenied("Requests to \(service) must be signed with AWS Signature Version 4")
+        }
+        return try verifyHeader(request, authorization: authorization, service: service, bodySHA256: bodySHA256, lookup: lookup)
+    }
+
+    static func verifyHeader(_ request: SignatureRequest, authorization: String, service: String = service,
+                             bodySHA256: String? = nil, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let prefix = algorithm + " "
         guard authorization.hasPrefix(prefix) else {
             throw .authorizationHeaderMalformed("the authorization mechanism is not supported; expecting AWS4-HMAC-SHA256.")
@@ -186,7 +198,7 @@ public enum S3SigV4 {
             throw .authorizationHeaderMalformed("the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".")
         }
         guard credential.service == service else {
-            throw .authorizationHeaderMalformed("incorrect service \"\(credential.service)\". This endpoint belongs to \"s3\".")
+            throw .authorizationHeaderMalformed("incorrect service \"\(credential.service)\". This endpoint belongs to \"\(service)\".")
         }
         guard let signedHeaders = parseSignedHeaders(signedValue) else {
             throw .authorizationHeaderMalformed("the SignedHeaders are mal-formed.")
@@ -216,7 +228,7 @@ public enum S3SigV4 {
 
         try checkSignedHeaderCoverage(request.headers, signedHeaders: signedHeaders, presigned: false)
 
-        guard let contentSHA = request.headers["x-amz-content-sha256"]?.trimmingASCIIWhitespace() else {
+        guard let contentSHA = request.headers["x-amz-content-sha256"]?.trimmingASCIIWhitespace() ?? bodySHA256 else {
             throw .invalidRequest("Missing required header for this request: x-amz-content-sha256")
         }
         guard let payload = S3PayloadMode(headerValue: contentSHA) else { throw .invalidContentSHA256(contentSHA) }
@@ -312,7 +324,7 @@ public enum S3SigV4 {
                                          excludingSignature: presigned, headers: request.headers,
                                          signedHeaders: signedHeaders, payloadHash: payloadHash)
         let stringToSign = self.stringToSign(timestamp: timestamp, scope: credential.scope, canonicalRequest: canonical)
-        let key = try signingKey(secret: secret, date: credential.date, region: credential.region)
+        let key = try signingKey(secret: secret, date: credential.date, region: credential.region, service: credential.service)
         try checkSignature(key: key, stringToSign: stringToSign, provided: signature,
                            accessKeyId: credential.accessKeyId, canonicalRequest: canonical)
         let identity = VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .s3SigV4, securityToken: token,
@@ -580,13 +592,13 @@ public enum S3SigV4 {
     }
 
     /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), "s3"), "aws4_request").
-    static func signingKey(secret: String, date: String, region: String) throws(S3AuthError) -> DerivedSigningKey {
-        try SigningKeyCache.shared.key(for: .init(secret: secret, date: date, region: region)) { () throws(S3AuthError) in
-            do { return try DerivedSigningKey(deriveSigningKey(secret: secret, date: date, region: region)) } catch { throw .internalError }
+    static func signingKey(secret: String, date: String, region: String, service: String = service) throws(S3AuthError) -> DerivedSigningKey {
+        try SigningKeyCache.shared.key(for: .init(secret: secret, date: date, region: region, service: service)) { () throws(S3AuthError) in
+            do { return try DerivedSigningKey(deriveSigningKey(secret: secret, date: date, region: region, service: service)) } catch { throw .internalError }
         }
     }
 
-    static func deriveSigningKey(secret: String, date: String, region: String) throws(S3AuthError) -> [UInt8] {
+    static func deriveSigningKey(secret: String, date: String, region: String, service: String = service) throws(S3AuthError) -> [UInt8] {
         do {
             let kDate = try Crypto.hmacSHA256(key: Array(("AWS4" + secret).utf8), date)
             let kRegion = try Crypto.hmacSHA256(key: kDate, region)

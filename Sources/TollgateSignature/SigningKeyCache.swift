@@ -13,18 +13,19 @@ struct DerivedSigningKey: Sendable {
     }
 }
 
-/// Derived signing keys, by secret, date and region. Deriving one takes four HMACs, and a client
+/// Derived signing keys, by secret, date, region and service. Deriving one takes four HMACs, and a client
 /// signs all of a day's requests with the same key, so the gateway derives it once. Memoisation
 /// only: the result is the same with or without the cache. Bounded: emptied when full.
 final class SigningKeyCache: Sendable {
     static let shared = SigningKeyCache()
     static let capacity = 4096
 
-    /// What a SigV4 signing key is derived from (the service and terminator are fixed).
+    /// What a SigV4 signing key is derived from (the terminator is fixed).
     struct Key: Hashable, Sendable {
         let secret: String
         let date: String
         let region: String
+        let service: String
     }
 
     private let keys = Mutex<[Key: DerivedSigningKey]>([:])

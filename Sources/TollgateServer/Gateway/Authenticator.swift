@@ -53,6 +53,15 @@ struct Authenticator: Sendable {
         return GatewayIdentity(accessKeyId: accessKeyId, isRoot: claims == nil, claims: claims, s3: verified)
     }
 
+    /// A request to another SigV4 service on this server (`sts`), whose body the caller hashed.
+    func authenticate(_ request: SignatureRequest, service: String, bodySHA256: String) throws(S3AuthError) -> GatewayIdentity {
+        var claims: TokenClaims?
+        let verified = try S3SigV4.verify(request, service: service, bodySHA256: bodySHA256) { (query) throws(CredentialLookupError) in
+            try lookup(query, now: request.now, claims: &claims)
+        }
+        return GatewayIdentity(accessKeyId: verified.identity.accessKeyId, isRoot: claims == nil, claims: claims, s3: verified)
+    }
+
     func authenticateOSS(_ request: SignatureRequest, bucket: String?, key: String?) throws(OSSAuthError) -> GatewayIdentity {
         var claims: TokenClaims?
         let identity = try OSSSignature.verify(request, bucket: bucket, key: key) { (query) throws(CredentialLookupError) in
