@@ -88,6 +88,14 @@ class SigningKey:
         return jwt.encode(payload, self.private, algorithm=self.alg, headers={"kid": kid or self.kid})
 
 
+# A policy decided by claims: `${jwt:dept}` in a resource, `aws:PrincipalTag/team` in a condition.
+DEPARTMENT_POLICY = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": ["s3:PutObject", "s3:GetObject"], "Resource": f"arn:aws:s3:::{BUCKET}/dept/${{jwt:dept}}/*"},
+    {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{BUCKET}/tagged/*",
+     "Condition": {"StringEquals": {"aws:PrincipalTag/team": "blue"}}},
+]}
+
+
 @pytest.fixture(scope="module")
 def keys():
     server = KeyServer()
@@ -103,15 +111,19 @@ def tg(keys):
     server = Server({
         "AccessKeySecret": ROOT_SECRET, "AccessKeyID": ROOT_ACCESS_KEY_ID,
         "Roles": {"read": "policy/bucket_read_policy.txt", "readwrite": "policy/bucket_read_write_policy.txt",
-                  "isolated": {"PolicyFile": "policy/user_isolated_policy.txt", "MaxSessionSeconds": 1800}},
+                  "isolated": {"PolicyFile": "policy/user_isolated_policy.txt", "MaxSessionSeconds": 1800},
+                  "department": "policy/department_policy.json"},
         "Authentication": {
             "Providers": [{"Name": "app", "Issuer": key_server.issuer, "JWKSURL": key_server.url,
                            "Audiences": [AUDIENCE], "Algorithms": ["RS256", "ES256"], "LeewaySeconds": 30,
                            "Claims": ["dept"]}],
-            "RoleRules": [{"Claim": "groups", "Match": "Contains", "Value": "editors", "Role": "readwrite"}],
+            "RoleRules": [{"Claim": "groups", "Match": "Contains", "Value": "editors", "Role": "readwrite"},
+                          {"Claim": "dept", "Match": "Like", "Value": "*", "Role": "department"}],
             "DefaultRole": "isolated",
         },
-    }).start()
+    })
+    (server.dir / "policy" / "department_policy.json").write_text(json.dumps(DEPARTMENT_POLICY))
+    server.start()
     yield server
     server.cleanup()
 
@@ -189,6 +201,25 @@ def test_role_rules_and_requested_roles(tg, keys):
     plain = rsa_key.token(key_server.issuer, "dave")
     status, body = vend(tg, plain, role="readwrite")
     assert (status, body["ErrorCode"]) == (403, "AccessDenied")
+
+
+def test_claims_and_session_tags_decide_gateway_requests(tg, keys):
+    key_server, rsa_key, _ = keys
+    tags = lambda team: {"https://aws.amazon.com/tags": {"principal_tags": {"team": [team]}}}
+    blue = s3_client(tg, credentials(tg, rsa_key.token(key_server.issuer, "gina", dept="sales", **tags("blue"))))
+    red = s3_client(tg, credentials(tg, rsa_key.token(key_server.issuer, "hank", dept="eng", **tags("red"))))
+    blue.put_object(Bucket=BUCKET, Key="dept/sales/report", Body=b"q3")
+    red.put_object(Bucket=BUCKET, Key="dept/eng/design", Body=b"v2")
+    for attempt in (lambda: blue.put_object(Bucket=BUCKET, Key="dept/eng/report", Body=b"x"),
+                    lambda: red.get_object(Bucket=BUCKET, Key="dept/sales/report")):
+        with pytest.raises(ClientError) as excinfo:
+            attempt()
+        assert error_of(excinfo) == ("AccessDenied", 403)
+    root_client(tg).put_object(Bucket=BUCKET, Key="tagged/notice", Body=b"blue team only")
+    assert blue.get_object(Bucket=BUCKET, Key="tagged/notice")["Body"].read() == b"blue team only"
+    with pytest.raises(ClientError) as excinfo:
+        red.get_object(Bucket=BUCKET, Key="tagged/notice")
+    assert error_of(excinfo) == ("AccessDenied", 403)
 
 
 def test_durations_are_bounded_by_the_role(tg, keys):
@@ -389,3 +420,98 @@ def test_provider_key_rotation_and_unknown_kid_flood(tg, keys):
         assert (status, body["ErrorCode"]) == (401, "InvalidIdentityToken")
     assert key_server.requests - before <= 1, "a flood of unknown kids hammered the JWKS URL"
     key_server.publish(rsa_key, ec_key)
+
+
+# ---------------------------------------------------------------------------------------------
+# The app's own login, through the webhook.
+
+
+class LoginWebhook:
+    """The app's login service on loopback: answers by the session token it is given."""
+
+    ANSWERS = {
+        "session-alice": (200, {"user": "alice"}),
+        "session-editor": (200, {"user": "ed", "role": "readwrite", "claims": {"plan": "pro"}}),
+        "session-short": (200, {"user": "sam", "maxValiditySeconds": 600}),
+        "session-evil-role": (200, {"user": "eve", "role": "no-such-role"}),
+        "session-slash": (200, {"user": "a/b"}),
+        "session-revoked": (403, {"reason": "session revoked"}),
+    }
+
+    def __init__(self):
+        self.calls = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                outer.calls += 1
+                token = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["token"]
+                if token == "session-slow":
+                    time.sleep(3)
+                status, answer = outer.ANSWERS.get(token, (401, {"reason": "unknown session"}))
+                body = json.dumps(answer).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/login/verify"
+
+
+@pytest.fixture(scope="module")
+def hooked():
+    webhook = LoginWebhook()
+    server = Server({
+        "AccessKeySecret": ROOT_SECRET, "AccessKeyID": ROOT_ACCESS_KEY_ID,
+        "Authentication": {"Webhook": {"URL": webhook.url, "TimeoutMs": 500, "CacheSeconds": 60},
+                           "DefaultRole": "isolated"},
+    }).start()
+    yield server, webhook
+    server.cleanup()
+    webhook.httpd.shutdown()
+
+
+def test_webhook_identities(hooked):
+    tg, webhook = hooked
+    alice = credentials(tg, "session-alice")
+    s3 = s3_client(tg, alice)
+    s3.put_object(Bucket=BUCKET, Key="alice/from-webhook", Body=b"w")
+    with pytest.raises(ClientError) as excinfo:
+        s3.put_object(Bucket=BUCKET, Key="other/from-webhook", Body=b"w")
+    assert error_of(excinfo) == ("AccessDenied", 403)
+    # The webhook may name a role; it is then the caller's role.
+    editor = credentials(tg, "session-editor", how="query")
+    s3_client(tg, editor).put_object(Bucket=BUCKET, Key="other/by-editor", Body=b"w")
+    # maxValiditySeconds bounds the credentials' lifetime.
+    short = credentials(tg, "session-short")
+    expires = time.mktime(time.strptime(short["Expiration"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    assert expires - time.time() <= 610
+    # Answers are cached briefly: asking again for alice does not call the webhook.
+    before = webhook.calls
+    credentials(tg, "session-alice")
+    assert webhook.calls == before
+
+
+def test_webhook_refusals(hooked):
+    tg, _ = hooked
+    for token, status, code in (("session-revoked", 401, "InvalidIdentityToken"),
+                                ("session-unknown", 401, "InvalidIdentityToken"),
+                                ("session-slow", 503, "IDPCommunicationError"),
+                                ("session-evil-role", 403, "IDPRejectedClaim"),
+                                ("session-slash", 403, "IDPRejectedClaim")):
+        got_status, body = vend(tg, token)
+        assert (got_status, body["ErrorCode"]) == (status, code), (token, body)
+        assert "AccessKeyId" not in body
+    assert "session revoked" in vend(tg, "session-revoked")[1]["ErrorMessage"]

@@ -10,6 +10,10 @@ public struct VerifiedIdentity: Sendable, Equatable {
     public var expiresAt: Date
     /// The audience the token was accepted for.
     public var audience: String?
+    /// The role the app's login webhook named, if it named one.
+    public var role: String?
+    /// The longest validity the webhook allows for this user's credentials.
+    public var maxValiditySeconds: Int?
 
     /// The claims carried into the token: the provider's chosen claims (scalars) as `NAME`,
     /// `sub`, and AWS session tags as `aws:PrincipalTag/KEY`.

@@ -9,24 +9,29 @@ public struct AuthenticationSettings: Sendable {
     public var roleRules: [RoleRule]
     /// The role of a caller no rule matches; nil refuses such a caller.
     public var defaultRole: String?
+    /// The app's own login, asked over HTTP for tokens that are not a provider's JWT.
+    public var webhook: WebhookSettings?
 
-    public init(allowAnonymous: Bool, providers: [ProviderSettings], roleRules: [RoleRule], defaultRole: String?) {
+    public init(allowAnonymous: Bool, providers: [ProviderSettings], roleRules: [RoleRule], defaultRole: String?,
+                webhook: WebhookSettings? = nil) {
         self.allowAnonymous = allowAnonymous
         self.providers = providers
         self.roleRules = roleRules
         self.defaultRole = defaultRole
+        self.webhook = webhook
     }
 
-    /// The roles a caller with `claims` may have: the first matching rule's role and the default
-    /// role (either may be absent).
-    public func allowedRoles(for claims: [String: JSONValue]) -> (matched: String?, fallback: String?) {
-        (roleRules.first { $0.matches(claims) }?.role, defaultRole)
+    /// The roles a caller with `claims` may have: the first matching rule's role (or the role
+    /// the webhook named) and the default role (either may be absent).
+    public func allowedRoles(for claims: [String: JSONValue], named: String? = nil) -> (matched: String?, fallback: String?) {
+        (named ?? roleRules.first { $0.matches(claims) }?.role, defaultRole)
     }
 
-    /// The role for a caller: the requested one when a matching rule yields it or it is the
-    /// default role; without a request, the first matching rule's role, else the default role.
-    public func role(for claims: [String: JSONValue], requested: String?) throws(IdentityError) -> String {
-        let (matched, fallback) = allowedRoles(for: claims)
+    /// The role for a caller: the requested one when a matching rule yields it (or the webhook
+    /// named it) or it is the default role; without a request, that matched role, else the
+    /// default role.
+    public func role(for claims: [String: JSONValue], named: String? = nil, requested: String?) throws(IdentityError) -> String {
+        let (matched, fallback) = allowedRoles(for: claims, named: named)
         if let requested {
             guard requested == matched || requested == fallback else {
                 throw .roleDenied("The role \"\(requested)\" is not allowed for this identity.")
@@ -37,6 +42,22 @@ public struct AuthenticationSettings: Sendable {
             throw .rejectedClaim("No role rule matches this identity and there is no DefaultRole.")
         }
         return role
+    }
+}
+
+/// `{"URL": …, "TimeoutMs": …, "CacheSeconds": …}`: the server POSTs `{"token": …}` and reads
+/// `{"user": …, "role"?: …, "claims"?: {…}, "maxValiditySeconds"?: …}` from a 200, or a refusal
+/// from any other status.
+public struct WebhookSettings: Sendable {
+    public var url: String
+    public var timeoutMilliseconds: Int
+    /// How long an answer is reused for the same token.
+    public var cacheSeconds: Int
+
+    public init(url: String, timeoutMilliseconds: Int = 2000, cacheSeconds: Int = 60) {
+        self.url = url
+        self.timeoutMilliseconds = timeoutMilliseconds
+        self.cacheSeconds = cacheSeconds
     }
 }
 

@@ -22,7 +22,7 @@ public struct TollgateState: Sendable {
         self.root = root
         self.tokens = try TokenService(rootSecret: root.accessKeySecret, previousSecrets: config.previousAccessKeySecrets)
         self.policies = policies
-        self.identities = config.authentication.map { IdentityVerifier(settings: $0, fetch: TokenController.fetch, clock: clock) }
+        self.identities = config.authentication.map { IdentityVerifier(settings: $0, fetch: TokenController.fetch, post: TokenController.post, clock: clock) }
         self.clock = clock
     }
 }

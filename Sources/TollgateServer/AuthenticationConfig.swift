@@ -3,7 +3,7 @@ import TollgateIdentity
 
 /// Reading the `Authentication` section of config.json (see README, "App authentication").
 extension TollgateConfig {
-    static let authenticationKeys = ["AllowAnonymous", "Providers", "RoleRules", "DefaultRole"]
+    static let authenticationKeys = ["AllowAnonymous", "Providers", "RoleRules", "DefaultRole", "Webhook"]
     static let providerKeys = ["Name", "Issuer", "JWKSURL", "DiscoveryURL", "Audiences", "Algorithms", "SubjectClaim",
                                "LeewaySeconds", "HMACSecretEnv", "Claims"]
 
@@ -34,8 +34,28 @@ extension TollgateConfig {
                 unknown += extra
             }
         }
-        guard !providers.isEmpty || allowAnonymous else {
-            throw fail("list at least one provider in Providers, or set AllowAnonymous to true")
+        var webhook: WebhookSettings?
+        switch section["Webhook"] {
+        case nil, .null?: break
+        case .object(let object)?:
+            guard case .string(let url)? = object["URL"], url.hasPrefix("http://") || url.hasPrefix("https://") else {
+                throw fail("Webhook.URL must be an http:// or https:// URL")
+            }
+            func number(_ key: String, _ range: ClosedRange<Int>, default value: Int) throws(ConfigError) -> Int {
+                switch object[key] {
+                case nil, .null?: return value
+                case .number(let n)? where n == n.rounded() && range.contains(Int(exactly: n) ?? -1): return Int(n)
+                default: throw fail("Webhook.\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+                }
+            }
+            webhook = WebhookSettings(url: url, timeoutMilliseconds: try number("TimeoutMs", 1...30_000, default: 2000),
+                                      cacheSeconds: try number("CacheSeconds", 0...3600, default: 60))
+            unknown += object.keys.filter { !["URL", "TimeoutMs", "CacheSeconds"].contains($0) }.sorted().map { "Authentication.Webhook.\($0)" }
+        default:
+            throw fail("Webhook must be an object with URL")
+        }
+        guard !providers.isEmpty || webhook != nil || allowAnonymous else {
+            throw fail("list at least one provider in Providers or a Webhook, or set AllowAnonymous to true")
         }
 
         var rules: [RoleRule] = []
@@ -61,7 +81,8 @@ extension TollgateConfig {
             defaultRole = role
         default: throw fail("DefaultRole must be a role name")
         }
-        return (AuthenticationSettings(allowAnonymous: allowAnonymous, providers: providers, roleRules: rules, defaultRole: defaultRole), unknown)
+        return (AuthenticationSettings(allowAnonymous: allowAnonymous, providers: providers, roleRules: rules,
+                                       defaultRole: defaultRole, webhook: webhook), unknown)
     }
 
     private static func parseProvider(_ object: [String: JSONValue], index: Int, fail: (String) -> ConfigError,

@@ -104,20 +104,25 @@ struct TokenController: Sendable {
             return Decision(role: TollgateConfig.defaultRole, duration: try self.duration(duration, role: TollgateConfig.defaultRole))
         }
         let identity = try await identities.verify(loginToken, now: now)
-        let role = try authentication.role(for: identity.claims, requested: requested)
+        if let named = identity.role, !policies.roleNames.contains(named) {
+            throw .rejectedClaim("The login webhook named the unknown role \"\(named)\".")
+        }
+        let role = try authentication.role(for: identity.claims, named: identity.role, requested: requested)
         let provider = authentication.providers.first { $0.issuer == identity.issuer }
         return Decision(subject: identity.subject, issuer: identity.issuer, role: role,
-                        duration: try self.duration(duration, role: role),
+                        duration: try self.duration(duration, role: role, limit: identity.maxValiditySeconds),
                         claims: identity.carriedClaims(provider?.carriedClaims ?? []), audience: identity.audience)
     }
 
     /// The lifetime: the requested duration, bounded by the role's maximum; without a request,
     /// `TokenExpireTime` (or the role's maximum, when that is shorter).
-    func duration(_ requested: String?, role: String) throws(IdentityError) -> Int {
-        let maximum = roleMaxSessionSeconds[role] ?? TollgateConfig.maximumTokenLifetime
+    /// `limit` is the login webhook's `maxValiditySeconds`, which may be shorter than any role's.
+    func duration(_ requested: String?, role: String, limit: Int? = nil) throws(IdentityError) -> Int {
+        let maximum = min(roleMaxSessionSeconds[role] ?? TollgateConfig.maximumTokenLifetime, limit ?? .max)
+        let minimum = min(TollgateConfig.minimumTokenLifetime, maximum)
         guard let requested else { return min(lifetime, maximum) }
-        guard let seconds = Int(requested), seconds >= TollgateConfig.minimumTokenLifetime, seconds <= maximum else {
-            throw .validation("The requested duration must be \(TollgateConfig.minimumTokenLifetime) to \(maximum) seconds for the role \(role).")
+        guard let seconds = Int(requested), seconds >= minimum, seconds <= maximum else {
+            throw .validation("The requested duration must be \(minimum) to \(maximum) seconds for the role \(role).")
         }
         return seconds
     }
@@ -170,6 +175,18 @@ struct TokenController: Sendable {
             ]
         )
         issuedCounters.counter(role: issued.claims.role).increment()
+    }
+
+    /// POSTs the presented token to the app's login webhook.
+    static func post(_ url: String, _ body: [UInt8], _ timeoutMilliseconds: Int) async throws -> (status: Int, body: [UInt8]) {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let deadline = NIODeadline.now() + .milliseconds(Int64(timeoutMilliseconds))
+        let response = try await HTTPClient.shared.execute(request, deadline: deadline)
+        let answer = try await response.body.collect(upTo: 64 * 1024)
+        return (Int(response.status.code), Array(buffer: answer))
     }
 
     /// Fetches a provider's JWKS or discovery document (at most 1 MiB, 5 s).

@@ -264,3 +264,25 @@ struct JWKSCacheTests {
         #expect(try await cache.keys(for: "k1").keys.count == 1)
     }
 }
+
+@Suite("identity verifier")
+struct IdentityVerifierTests {
+    @Test func aVerifiedTokenIsReusedUntilItExpiresAndNotAfter() async throws {
+        let f = Fixture()
+        let jwks = f.jwksJSON
+        let settings = AuthenticationSettings(allowAnonymous: false, providers: [f.provider], roleRules: [], defaultRole: nil)
+        let verifier = IdentityVerifier(settings: settings, fetch: { _ in Array(jwks.utf8) })
+        let token = try await f.token(TestClaims(exp: f.now.timeIntervalSince1970 + 600))
+        #expect(try await verifier.verify(token, now: f.now).subject == "alice")
+        #expect(try await verifier.verify(token, now: f.now.addingTimeInterval(300)).subject == "alice")
+        do {
+            _ = try await verifier.verify(token, now: f.now.addingTimeInterval(700))
+            Issue.record("an expired token verified from the cache")
+        } catch {
+            #expect(error == .expired)
+        }
+        // A token from an issuer no provider has is refused before any key is fetched.
+        let stranger = try await f.token(TestClaims(iss: "https://other.example.com"))
+        await #expect(throws: IdentityError.self) { try await verifier.verify(stranger, now: f.now) }
+    }
+}

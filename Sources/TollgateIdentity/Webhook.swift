@@ -1,0 +1,63 @@
+import Foundation
+import Synchronization
+
+/// The app's own login, for apps whose users sign in with session cookies, passwords or SMS
+/// codes rather than OIDC: the token the app presents is POSTed to the webhook, whose answer
+/// names the user. Answers are cached briefly per token; a timeout or an unreachable webhook is
+/// `IDPCommunicationError`, a refusal `InvalidIdentityToken`.
+public final class Webhook: Sendable {
+    /// POSTs a JSON body with a timeout; returns the status and at most 64 KiB of body.
+    public typealias Post = @Sendable (_ url: String, _ body: [UInt8], _ timeoutMilliseconds: Int) async throws -> (status: Int, body: [UInt8])
+
+    let settings: WebhookSettings
+    let post: Post
+    let answers = Mutex<[String: (identity: VerifiedIdentity, until: Date)]>([:])
+    static let cacheCapacity = 4096
+
+    public init(settings: WebhookSettings, post: @escaping Post) {
+        self.settings = settings
+        self.post = post
+    }
+
+    public func verify(_ token: String, now: Date) async throws(IdentityError) -> VerifiedIdentity {
+        if let cached = answers.withLock({ $0[token] }), now < cached.until { return cached.identity }
+        let body = try? JSONSerialization.data(withJSONObject: ["token": token])
+        let answer: (status: Int, body: [UInt8])
+        do {
+            answer = try await post(settings.url, Array(body ?? Data()), settings.timeoutMilliseconds)
+        } catch {
+            throw .communication("the login webhook did not answer in time (\(settings.timeoutMilliseconds) ms)")
+        }
+        guard answer.status == 200 else {
+            let reason = (try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["reason"] as? String
+            throw .invalidToken("the app's login refused it" + (reason.map { ": \($0)" } ?? ""))
+        }
+        let identity = try Self.identity(from: answer.body, now: now)
+        if token.utf8.count <= VerifiedTokens.maxTokenLength {
+            let until = min(identity.expiresAt, now.addingTimeInterval(TimeInterval(settings.cacheSeconds)))
+            answers.withLock { answers in
+                if answers.count >= Self.cacheCapacity { answers.removeAll(keepingCapacity: true) }
+                answers[token] = (identity, until)
+            }
+        }
+        return identity
+    }
+
+    /// `{"user": …, "role"?: …, "claims"?: {…}, "maxValiditySeconds"?: …}`.
+    static func identity(from body: [UInt8], now: Date) throws(IdentityError) -> VerifiedIdentity {
+        guard let answer = try? JSONDecoder().decode([String: JSONValue].self, from: Data(body)),
+              case .string(let user)? = answer["user"]
+        else { throw .communication("the login webhook's answer has no \"user\"") }
+        if let problem = Subject.problem(user) { throw .rejectedClaim("The subject is not allowed: \(problem).") }
+        var claims: [String: JSONValue] = [:]
+        if case .object(let given)? = answer["claims"] { claims = given }
+        claims["sub"] = .string(user)
+        var role: String?
+        if case .string(let named)? = answer["role"] { role = named }
+        var validity: Int?
+        if case .number(let seconds)? = answer["maxValiditySeconds"], seconds >= 1 { validity = Int(seconds) }
+        return VerifiedIdentity(provider: "webhook", issuer: "webhook", subject: user, claims: claims,
+                                expiresAt: now.addingTimeInterval(TimeInterval(validity ?? 43200)), audience: nil,
+                                role: role, maxValiditySeconds: validity)
+    }
+}
