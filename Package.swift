@@ -87,7 +87,7 @@ let package = Package(
     ]
 )
 
-// libFuzzer targets for the pure parsers (fuzz/README.md). Declared only when TOLLGATE_FUZZ is
+// libFuzzer targets for the pure parsers (README, "Fuzzing"). Declared only when TOLLGATE_FUZZ is
 // set, since they have no main of their own (libFuzzer's is linked in by --sanitize fuzzer), so
 // a plain `swift build` never sees them. fuzz/run.sh builds them:
 //   TOLLGATE_FUZZ=1 swift build -c release --sanitize fuzzer --product FuzzPolicy --scratch-path .build-fuzz
