@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target (fuzz/Fuzz*/, declared in Package.swift when TOLLGATE_FUZZ is
 # set) and runs each for N seconds, one after the other, starting from its committed seeds
-# (fuzz/corpus/NAME/). Exits non-zero if any target crashes (a Swift trap counts: overflow,
-# out-of-bounds, precondition) or fails to build.
+# (fuzz/corpus/NAME/) with its dictionary if it has one (fuzz/dict/NAME.dict). Exits non-zero
+# if any target crashes (a Swift trap counts: overflow, out-of-bounds, precondition) or fails
+# to build.
 #   bash fuzz/run.sh [seconds-per-target] [target…]      (default 60 s, every target)
 # Everything it writes stays under .build-fuzz/ (ignored by git): the build, the growing working
 # corpus (.build-fuzz/corpus/NAME/, kept between runs so long runs build on each other) and crash
@@ -39,9 +40,11 @@ for target in "${TARGETS[@]}"; do
   mkdir -p "$work" "$artifacts"
   printf -- '--- %s: %s s\n' "$target" "$SECONDS_PER_TARGET"
   log="$SCRATCH/artifacts/$target.log"
+  dict=()
+  [ -f "fuzz/dict/$target.dict" ] && dict=(-dict="fuzz/dict/$target.dict")
   # New inputs go to the first directory (the working corpus); the seeds are only read.
   # shellcheck disable=SC2086
-  "$SCRATCH/release/$target" "$work" "fuzz/corpus/$target" -max_total_time="$SECONDS_PER_TARGET" \
+  "$SCRATCH/release/$target" "$work" "fuzz/corpus/$target" "${dict[@]}" -max_total_time="$SECONDS_PER_TARGET" \
     -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 -artifact_prefix="$artifacts/" \
     ${FUZZ_ARGS:-} >"$log" 2>&1
   status=$?
