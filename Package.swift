@@ -35,6 +35,8 @@ let package = Package(
         .target(name: "TollgatePolicy", swiftSettings: swiftSettings),
         .target(name: "TollgateToken", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         .target(name: "TollgateSignature", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
+        // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload).
+        .target(name: "TollgateXML", swiftSettings: swiftSettings),
         // Object store: files + SQLite metadata.
         .target(
             name: "TollgateStore",
@@ -49,7 +51,7 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
+                "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -75,6 +77,7 @@ let package = Package(
         .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateTokenTests", dependencies: ["TollgateToken", "TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature"], exclude: ["Fixtures/generate.py"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateXMLTests", dependencies: ["TollgateXML"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateStoreTests", dependencies: ["TollgateStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TollgateServerTests",

@@ -107,6 +107,25 @@ extension Policy {
     }
 }
 
+extension Policy {
+    /// Whether `operation` could be allowed on some object in `bucket`: an Allow statement
+    /// lists it, its conditions hold, and one of its resources can match a key under
+    /// `bucket/`. Deny statements are left to the decision per object. For an operation that
+    /// is authorised per object only after its body is read (DeleteObjects): a caller who may
+    /// act on nothing in the bucket is refused before a byte of the body is read.
+    public func mayAllowSomeObject(_ operation: GatewayOperation, bucket: String, context: PolicyContext) -> Bool {
+        var prefix = Array(bucket.utf8)
+        prefix.append(UInt8(ascii: "/"))
+        return statements.contains { statement in
+            guard statement.effect == .allow, (statement.operationMask & operation.bit != 0) != statement.notAction else { return false }
+            let resourceOK = statement.notResource || statement.resources.contains { resource in
+                resource.pattern.resolved(in: context).map { globCanMatchPrefix($0, prefix) } ?? false
+            }
+            return resourceOK && statement.conditions.allSatisfy { $0.evaluate(context) ?? false }
+        }
+    }
+}
+
 extension CompiledStatement {
     /// Whether the statement matches the request. A policy variable with no value in the
     /// request never widens access: in an Allow statement the element it sits in fails, in a
@@ -176,6 +195,12 @@ public struct EffectivePolicy: Sendable {
             if !last.isAllowed { return last }
         }
         return last
+    }
+
+    /// See ``Policy/mayAllowSomeObject(_:bucket:context:)``; both policies must say yes.
+    public func mayAllowSomeObject(_ operation: GatewayOperation, bucket: String, context: PolicyContext) -> Bool {
+        role.mayAllowSomeObject(operation, bucket: bucket, context: context)
+            && (session?.mayAllowSomeObject(operation, bucket: bucket, context: context) ?? true)
     }
 
     /// A raw action (see ``Policy/evaluate(action:bucket:key:context:)``); nil when malformed.

@@ -144,6 +144,46 @@ func globMatch(_ tokens: [PatternToken], _ s: [UInt8]) -> Bool {
     }
 }
 
+/// Whether some string that starts with `prefix` matches the glob: the pattern's automaton is
+/// run over `prefix`, and any state still alive at its end can be completed (a literal by its
+/// own bytes, `?` by any character, `*` by nothing). `?` is taken as any one byte here, which
+/// can only say yes more often: callers use this for a coarse check before an exact one.
+func globCanMatchPrefix(_ tokens: [PatternToken], _ prefix: [UInt8]) -> Bool {
+    enum Element { case byte(UInt8), any, star }
+    var elements: [Element] = []
+    for token in tokens {
+        switch token {
+        case .literal(let bytes): elements += bytes.map(Element.byte)
+        case .one: elements.append(.any)
+        case .star: elements.append(.star)
+        case .variable: return false
+        }
+    }
+    // States are positions in `elements`; a star may also be skipped.
+    func closure(_ states: inout [Bool]) {
+        for i in elements.indices where states[i] {
+            if case .star = elements[i] { states[i + 1] = true }
+        }
+    }
+    var states = [Bool](repeating: false, count: elements.count + 1)
+    states[0] = true
+    closure(&states)
+    for byte in prefix {
+        var next = [Bool](repeating: false, count: elements.count + 1)
+        for i in elements.indices where states[i] {
+            switch elements[i] {
+            case .byte(let b): if b == byte { next[i + 1] = true }
+            case .any: next[i + 1] = true
+            case .star: next[i] = true
+            }
+        }
+        closure(&next)
+        guard next.contains(true) else { return false }
+        states = next
+    }
+    return true
+}
+
 /// Errors found while compiling a pattern; the caller adds the position.
 struct PatternError: Error {
     var message: String

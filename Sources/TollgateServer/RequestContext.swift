@@ -9,10 +9,13 @@ import Glibc
 public struct TollgateRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    /// The connection, for the gateway's `100 Continue` once a request is accepted.
+    let channel: any Channel
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        channel = source.channel
     }
 
     /// The client's IP address as text, or "-" when unknown. IPv4 addresses are written here
@@ -51,7 +54,4 @@ public struct TollgateRequestContext: RequestContext, RemoteAddressRequestContex
             }
         }
     }
-
-    /// Bodies are streamed; only small XML/JSON bodies are collected, with their own limits.
-    public var maxUploadSize: Int { 1024 * 1024 }
 }

@@ -4,12 +4,14 @@ import TollgateCrypto
 /// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`, `STREAMING-UNSIGNED-PAYLOAD-TRAILER`).
 ///
 /// Feed it the body as it arrives, in slices cut anywhere (a chunk header may straddle two
-/// feeds); it appends decoded payload bytes to the output. Signed chunks are held until their
-/// signature verifies and only then emitted, so never more than one chunk is buffered (and a
-/// chunk may not exceed `maxChunkSize`). Unsigned chunks are emitted as they arrive. After the
-/// last byte, `finish()` checks that the final chunk and trailer arrived, that the decoded
-/// length matches `x-amz-decoded-content-length`, and every checksum (trailer, header,
-/// Content-MD5). Do not commit the object before `finish()` returns.
+/// feeds); it appends decoded payload bytes to the output. Every chunk is emitted as it
+/// arrives, so memory does not grow with the chunk size a client announces: a signed chunk is
+/// hashed on the way through and its signature checked when its last byte arrives, and a
+/// mismatch throws. After the last byte, `finish()` checks that the final chunk and trailer
+/// arrived, that the decoded length matches `x-amz-decoded-content-length`, and every checksum
+/// (trailer, header, Content-MD5). So emitted bytes are verified only once `finish()` returns:
+/// the consumer writes them somewhere temporary and commits nothing before that (the store's
+/// writes do exactly this).
 ///
 /// Not thread-safe: one instance per body.
 public final class AWSChunkedDecoder {
@@ -35,7 +37,8 @@ public final class AWSChunkedDecoder {
     private let trailerAlgorithm: ChecksumAlgorithm?
     private var state: State = .chunkHeader
     private var line: [UInt8] = []
-    private var chunk: [UInt8] = []
+    /// The SHA-256 of the signed chunk being read, for its signature.
+    private var chunkDigest: StreamingDigest?
     private var chunkSignature: String = ""
     private var previousSignature: String
     private var trailerLines: [(name: String, value: String)] = []
@@ -81,21 +84,13 @@ public final class AWSChunkedDecoder {
                 let take = min(remaining, count - index)
                 let slice = UnsafeRawBufferPointer(rebasing: input[index..<(index + take)])
                 index += take
-                if signing != nil {
-                    chunk.append(contentsOf: slice)
-                } else {
-                    try emit(slice, into: &output)
+                if let chunkDigest {
+                    do { try chunkDigest.update(slice) } catch { throw .internalError }
                 }
+                try emit(slice, into: &output)
                 if remaining - take == 0 {
                     state = .chunkDataCR
-                    if signing != nil {
-                        try verifyChunk(chunk)
-                        let emitted: Result<Void, S3AuthError> = chunk.withUnsafeBytes { buffer in
-                            Result { () throws(S3AuthError) in try emit(buffer, into: &output) }
-                        }
-                        try emitted.get()
-                        chunk.removeAll(keepingCapacity: true)
-                    }
+                    try verifyChunk()
                 } else {
                     state = .chunkData(remaining: remaining - take)
                 }
@@ -226,11 +221,13 @@ public final class AWSChunkedDecoder {
         guard decodedCount + size <= decodedLength else {
             throw .malformedChunkedBody("the chunks hold more data than x-amz-decoded-content-length")
         }
+        if signing != nil {
+            do { chunkDigest = try StreamingDigest(.sha256) } catch { throw .internalError }
+        }
         if size == 0 {
-            if signing != nil { try verifyChunk([]) }
+            try verifyChunk()
             state = mode.hasTrailer ? .trailer : .finalCRLF(seenCR: false)
         } else {
-            if signing != nil { chunk.reserveCapacity(size) }
             state = .chunkData(remaining: size)
         }
     }
@@ -257,10 +254,12 @@ public final class AWSChunkedDecoder {
         }
     }
 
-    private func verifyChunk(_ data: [UInt8]) throws(S3AuthError) {
-        guard let signing else { return }
+    /// Checks the signature of the chunk just read (its bytes went through `chunkDigest`).
+    private func verifyChunk() throws(S3AuthError) {
+        guard let signing, let chunkDigest else { return }
+        self.chunkDigest = nil
         let hash: String
-        do { hash = Hex.encode(try Crypto.sha256(data)) } catch { throw .internalError }
+        do { hash = Hex.encode(try chunkDigest.finalize()) } catch { throw .internalError }
         let stringToSign = "AWS4-HMAC-SHA256-PAYLOAD\n\(signing.timestamp)\n\(signing.scope)\n\(previousSignature)\n\(S3SigV4.emptySHA256)\n\(hash)"
         try check(stringToSign: stringToSign, provided: chunkSignature, key: signing.signingKey)
         previousSignature = chunkSignature.lowercased()

@@ -214,7 +214,7 @@ public enum S3SigV4 {
             throw .requestTimeTooSkewed(requestTime: requestTime, serverTime: request.now)
         }
 
-        try checkSignedHeaderCoverage(request.headers, signedHeaders: signedHeaders, requireAmz: true)
+        try checkSignedHeaderCoverage(request.headers, signedHeaders: signedHeaders, presigned: false)
 
         guard let contentSHA = request.headers["x-amz-content-sha256"]?.trimmingASCIIWhitespace() else {
             throw .invalidRequest("Missing required header for this request: x-amz-content-sha256")
@@ -278,7 +278,7 @@ public enum S3SigV4 {
         if request.now > expires {
             throw .requestExpired(expires: expires, serverTime: request.now, expiresSeconds: expiresSeconds)
         }
-        try checkSignedHeaderCoverage(request.headers, signedHeaders: signedHeaders, requireAmz: false)
+        try checkSignedHeaderCoverage(request.headers, signedHeaders: signedHeaders, presigned: true)
 
         // The payload hash of a presigned request: a signed X-Amz-Content-Sha256 parameter or
         // header if the signer put one there, UNSIGNED-PAYLOAD otherwise.
@@ -325,13 +325,18 @@ public enum S3SigV4 {
         return try finishPayload(request, identity: identity, payload: payload, chunkSigning: context)
     }
 
-    /// `host` must always be signed; with `requireAmz`, so must every `x-amz-*` header present.
-    static func checkSignedHeaderCoverage(_ headers: SignatureHeaders, signedHeaders: [String], requireAmz: Bool) throws(S3AuthError) {
+    /// `host` must always be signed, and so must every `x-amz-*` header present: those are the
+    /// headers that change what a request does (`x-amz-copy-source*`, `x-amz-metadata-directive`,
+    /// `x-amz-tagging`, `x-amz-acl`, checksums, `x-amz-server-side-*`, …), so a presigned PUT
+    /// cannot be turned into a copy by its holder. For a presigned request the payload hash may
+    /// come from an unsigned `x-amz-content-sha256` header: its value is the last line of the
+    /// canonical request, so the signature covers it all the same.
+    static func checkSignedHeaderCoverage(_ headers: SignatureHeaders, signedHeaders: [String], presigned: Bool) throws(S3AuthError) {
         var missing: [String] = []
         if !signedHeaders.contains("host") { missing.append("host") }
-        if requireAmz {
-            missing += headers.names.filter { $0.hasPrefix("x-amz-") && !signedHeaders.contains($0) }.sorted()
-        }
+        missing += headers.names.filter { name in
+            name.hasPrefix("x-amz-") && !signedHeaders.contains(name) && !(presigned && name == "x-amz-content-sha256")
+        }.sorted()
         if !missing.isEmpty {
             throw .accessDenied("There were headers present in the request which were not signed: \(missing.joined(separator: ", "))")
         }

@@ -244,3 +244,40 @@ struct SessionPolicyTests {
         #expect(GatewayOperation.deleteObjects.requiredChecks(bucket: "b", key: "k").map(\.operation) == [.deleteObject])
     }
 }
+
+/// The coarse check DeleteObjects makes before reading its body: could any key in the bucket
+/// be deleted? Deny statements are left to the exact decision per key.
+@Test(arguments: [
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:b/*""#), "b", true),
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:b/alice/*""#), "b", true),
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:b/${user}/*""#), "b", true),
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:b/${jwt:missing}/*""#), "b", false),
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:other/*""#), "b", false),
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:b""#), "b", false),
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:bb/*""#), "b", false),
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:?/*""#), "b", true),
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:b*""#), "b", true),
+    (allow(#""oss:DeleteObject""#, #""*""#), "b", true),
+    (allow(#""s3:DeleteObject""#, #""arn:aws:s3:::b/x""#), "b", true),
+    (allow(#""oss:GetObject""#, #""*""#), "b", false),
+    (allow(#""oss:DeleteObject""#, #""*""#, notAction: true), "b", false),
+    (allow(#""oss:GetObject""#, #""*""#, notAction: true), "b", true),
+    (allow(#""oss:DeleteObject""#, #""acs:oss:*:*:b/*""#, notResource: true), "b", true),
+    (#"{"Version":"1","Statement":[{"Effect":"Deny","Action":"oss:DeleteObject","Resource":"*"}]}"#, "b", false),
+    (#"{"Version":"1","Statement":[{"Effect":"Allow","Action":"oss:DeleteObject","Resource":"*","Condition":{"IpAddress":{"acs:SourceIp":"10.0.0.0/8"}}}]}"#, "b", false),
+])
+func mayAllowSomeObject(_ policy: String, _ bucket: String, _ expected: Bool) throws {
+    let loaded = try Policy.load(text: policy, file: "p.json")
+    let context = PolicyContext(["aws:username": "alice", "acs:SourceIp": "192.0.2.1"])
+    #expect(loaded.mayAllowSomeObject(.deleteObject, bucket: bucket, context: context) == expected)
+}
+
+@Test(arguments: [
+    ("abc", "ab", true), ("abc", "abc", true), ("abc", "abcd", false), ("a*c", "axxxxc", true), ("a*c", "b", false),
+    ("a?c", "aZ", true), ("a?c", "aZd", false), ("*", "anything", true), ("", "", true), ("", "x", false),
+    ("a*b*c", "aXbYb", true), ("ab", "b", false),
+])
+func globPrefixFeasibility(_ pattern: String, _ prefix: String, _ expected: Bool) throws {
+    let compiled = try PatternCompiler.compile(pattern, wildcards: true, variables: false)
+    #expect(globCanMatchPrefix(compiled.tokens, Array(prefix.utf8)) == expected)
+}

@@ -138,30 +138,6 @@ func badCopySource(value: String) {
     #expect(HTTPDates.parse("Sun, 32 Nov 1994 08:49:37 GMT") == nil)
 }
 
-@Test func deleteRequestXML() throws {
-    let xml = """
-        <?xml version="1.0" encoding="UTF-8"?>
-        <Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet>
-        <Object><Key>a &amp; b</Key></Object><Object><Key>../x</Key><VersionId>1</VersionId></Object></Delete>
-        """
-    let request = try DeleteRequest.parse(Data(xml.utf8))
-    #expect(request.quiet)
-    #expect(request.keys == ["a & b", "../x"])
-    #expect(throws: GatewayError.self) { try DeleteRequest.parse(Data("<Delete><Object>".utf8)) }
-    #expect(throws: GatewayError.self) { try DeleteRequest.parse(Data("<Other/>".utf8)) }
-}
-
-@Test func completeRequestXML() throws {
-    let xml = #"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"abc"</ETag></Part><Part><ETag>"def"</ETag><PartNumber> 2 </PartNumber></Part></CompleteMultipartUpload>"#
-    let request = try CompleteRequest.parse(Data(xml.utf8))
-    #expect(request.parts.map(\.number) == [1, 2])
-    #expect(request.parts.map(\.etag) == [#""abc""#, #""def""#])
-    #expect(throws: GatewayError.self) { try CompleteRequest.parse(Data("<CompleteMultipartUpload/>".utf8)) }
-    #expect(throws: GatewayError.self) {
-        try CompleteRequest.parse(Data("<CompleteMultipartUpload><Part><PartNumber>x</PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>".utf8))
-    }
-}
-
 @Test func xmlEscaping() {
     var xml = XMLWriter()
     xml.start("Error", namespace: "urn:x")

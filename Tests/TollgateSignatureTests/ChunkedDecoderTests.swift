@@ -69,6 +69,27 @@ struct ChunkedDecoderTests {
         #expect(over?.code == "InvalidRequest")
     }
 
+    @Test("signed chunks stream: the bytes of a chunk come out before its end, and a tampered chunk still fails at its end",
+          arguments: small.filter { $0.mode != .streamingUnsignedTrailer && $0.decodedBytes.count > 1 })
+    func signedChunksStream(_ vector: S3Vector) throws {
+        let body = vector.bodyBytes
+        // The first chunk's data starts after its header line.
+        let dataStart = try #require(body.firstIndex(of: UInt8(ascii: "\n"))) + 1
+        let streaming = try decoder(vector)
+        var out: [UInt8] = []
+        try streaming.decode(body[..<(dataStart + 1)], into: &out)
+        #expect(out == Array(vector.decodedBytes.prefix(1)), "one data byte in, one byte out: nothing held back")
+
+        var tampered = body
+        tampered[dataStart + 1] ^= 0x01
+        let checked = try decoder(vector)
+        let error = s3Error { () throws(S3AuthError) in
+            _ = try checked.decode(tampered)
+            return try checked.finish()
+        }
+        #expect(isSignatureMismatch(error))
+    }
+
     @Test("chunks over the size cap are refused before they are buffered")
     func chunkCap() throws {
         let vector = try #require(Self.small.first { $0.name == "signed chunked small" })

@@ -160,6 +160,23 @@ struct S3SigV4VectorTests {
         #expect(error?.message.contains("x-amz-meta-sneaky") == true)
     }
 
+    @Test("a presigned URL cannot gain unsigned x-amz-* headers: a presigned PUT never becomes a copy",
+          arguments: ["x-amz-copy-source", "x-amz-copy-source-range", "x-amz-metadata-directive", "x-amz-tagging",
+                      "x-amz-acl", "x-amz-checksum-crc32", "x-amz-server-side-encryption", "x-amz-meta-sneaky"])
+    func presignedUnsignedAmzHeader(_ name: String) throws {
+        let vector = try #require(generatedS3Vectors.first { $0.presigned })
+        _ = try S3SigV4.verify(vector.request(), lookup: vector.lookup())
+        var request = vector.request()
+        request.headers.add(name: name, value: "other-bucket/secret")
+        let error = s3Error { () throws(S3AuthError) in try S3SigV4.verify(request, lookup: vector.lookup()) }
+        #expect(error?.code == "AccessDenied")
+        #expect(error?.message.contains(name) == true)
+        // The payload hash header is the canonical request's last line: covered either way.
+        var hashed = vector.request()
+        hashed.headers.add(name: "x-amz-content-sha256", value: "UNSIGNED-PAYLOAD")
+        _ = try S3SigV4.verify(hashed, lookup: vector.lookup())
+    }
+
     @Test("a changed body fails its signed SHA-256")
     func changedBody() throws {
         let vector = try #require(generatedS3Vectors.first { $0.mode == .sha256 && !$0.bodyBytes.isEmpty })

@@ -83,6 +83,10 @@ struct Gateway: HTTPResponder, Sendable {
             let call = Call(request: request, route: route, identity: identity, dialect: dialect, query: query, requestID: requestID,
                             remoteAddress: context.remoteAddress, baseLogger: context.logger)
             try authorize(call)
+            if request.headers[.expect] != nil {
+                // Accepted: now the client may send the body it held back (see ExpectContinueHandler).
+                try? await context.channel.triggerUserOutboundEvent(ExpectContinueHandler.SendContinue())
+            }
             var response = try await handle(call)
             response.headers[dialect == .s3 ? HTTPField.Name.amzRequestID : HTTPField.Name.ossRequestID] = requestID
             return response
@@ -148,12 +152,21 @@ struct Gateway: HTTPResponder, Sendable {
     // MARK: Authorization
 
     /// Decides with the token's policy before any body byte is read. The root credentials may
-    /// do anything. DeleteObjects is checked per key by its handler, as S3 reports per key.
+    /// do anything. DeleteObjects is checked per key by its handler, as S3 reports per key;
+    /// here it needs only that some key in the bucket could be deleted, so a caller who may
+    /// delete nothing there is refused before its body is read, whether the bucket exists or not.
     func authorize(_ call: Call) throws(GatewayError) {
         guard let claims = call.identity.claims else { return }
         let policy = try effectivePolicy(claims)
         let route = call.route
-        if case .deleteObjects = route { return }
+        if case .deleteObjects(let bucket) = route {
+            guard policy.mayAllowSomeObject(.deleteObject, bucket: bucket, context: policyContext(call, claims: claims)) else {
+                call.logger.info("gateway request denied", metadata: ["policy.decision": "no statement allows deleting in the bucket",
+                                                                      "gateway.operation": "\(route.operation.rawValue)"])
+                throw .accessDenied()
+            }
+            return
+        }
         var checks: [PolicyCheck]
         if let source = route.copySource {
             let (sourceBucket, sourceKey) = try Self.parseCopySource(source)

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import TollgateStore
+import TollgateXML
 
 extension Gateway {
     /// OSS accepts parts down to 100 KiB; S3's 5 MiB minimum is the store's default.
@@ -53,7 +54,7 @@ extension Gateway {
     }
 
     func completeMultipartUpload(_ call: Call, bucket: String, key: String, uploadID: String) async throws -> Response {
-        let request = try CompleteRequest.parse(try await collectXMLBody(call))
+        let request = try Self.parseXML(try await collectXMLBody(call), CompleteMultipartUploadRequest.parse)
         let info = try await store.completeMultipartUpload(
             bucket: bucket, key: key, uploadID: uploadID,
             parts: request.parts.map { CompletedPart(partNumber: $0.number, etag: $0.etag) },

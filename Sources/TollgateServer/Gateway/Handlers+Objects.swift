@@ -4,6 +4,7 @@ import Hummingbird
 import NIOCore
 import TollgatePolicy
 import TollgateStore
+import TollgateXML
 
 extension Gateway {
     // MARK: Reading
@@ -219,8 +220,7 @@ extension Gateway {
     /// DeleteObjects / DeleteMultipleObjects: each key is authorized on its own, and refusals
     /// are reported per key, as S3 does.
     func deleteObjects(_ call: Call, bucket: String) async throws -> Response {
-        let request = try DeleteRequest.parse(try await collectXMLBody(call))
-        guard request.keys.count <= 1000 else { throw GatewayError.malformedXML() }
+        let request = try Self.parseXML(try await collectXMLBody(call), DeleteObjectsRequest.parse)
         var allowed: [String] = []
         var denied: [String] = []
         if let claims = call.identity.claims {

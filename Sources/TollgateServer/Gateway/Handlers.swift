@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import TollgateStore
+import TollgateXML
 
 extension Gateway {
     static let s3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -73,18 +74,23 @@ extension Gateway {
         }
     }
 
+    /// A request body parsed by one of the bounded XML readers; anything it refuses is `MalformedXML`.
+    static func parseXML<T>(_ bytes: [UInt8], _ parse: ([UInt8]) throws(XMLReadError) -> T) throws(GatewayError) -> T {
+        do { return try parse(bytes) } catch { throw .malformedXML() }
+    }
+
     /// Collects a small XML request body (CompleteMultipartUpload, Delete), verified like any body.
-    func collectXMLBody(_ call: Call, limit: Int = 2 * 1024 * 1024) async throws -> Data {
+    func collectXMLBody(_ call: Call, limit: Int = RequestBodies.maxBytes) async throws -> [UInt8] {
+        let tooBig = GatewayError(.badRequest, "MaxMessageLengthExceeded", "Your request was too big.")
+        if let length = call.headers[.contentLength].flatMap(Int.init), length > limit { throw tooBig }
         let body = VerifiedBody(base: call.request.body, check: try BodyCheck.forRequest(identity: call.identity, contentMD5: call.headers[.contentMD5]))
         var collected = ByteBuffer()
         for try await buffer in body {
-            guard collected.readableBytes + buffer.readableBytes <= limit else {
-                throw GatewayError(.badRequest, "MaxMessageLengthExceeded", "Your request was too big.")
-            }
+            guard collected.readableBytes + buffer.readableBytes <= limit else { throw tooBig }
             var buffer = buffer
             collected.writeBuffer(&buffer)
         }
-        return Data(collected.readableBytesView)
+        return Array(collected.readableBytesView)
     }
 }
 

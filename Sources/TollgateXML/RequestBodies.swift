@@ -1,0 +1,84 @@
+/// The XML request bodies the gateway reads. Element names are matched without namespace,
+/// since S3 clients send S3's namespace and OSS clients none.
+public enum RequestBodies {
+    /// The largest Delete or CompleteMultipartUpload body read (S3 allows 1000 keys of up to
+    /// 1024 bytes, and 10 000 parts).
+    public static let maxBytes = 2 * 1024 * 1024
+    /// Deeper than either schema needs (3 levels) with room for the unexpected, far below
+    /// anything that strains a stack or an allocator.
+    static let limits = XMLLimits(maxBytes: maxBytes, maxDepth: 8, maxElements: 100_000)
+}
+
+/// DeleteObjects (S3) / DeleteMultipleObjects (OSS).
+public struct DeleteObjectsRequest: Equatable, Sendable {
+    public struct Entry: Equatable, Sendable {
+        public var key: String
+        public var versionId: String?
+    }
+
+    /// S3 refuses more keys than this in one request.
+    public static let maxObjects = 1000
+
+    public var quiet: Bool
+    public var objects: [Entry]
+
+    public var keys: [String] { objects.map(\.key) }
+
+    public static func parse(_ bytes: [UInt8]) throws(XMLReadError) -> DeleteObjectsRequest {
+        let document = try XMLReader.parse(bytes, limits: RequestBodies.limits)
+        let root = document.root
+        guard root.name == "Delete" else { throw XMLReadError(reason: "the root element is not Delete", offset: 0) }
+        var objects: [Entry] = []
+        for object in document.children(of: root, named: "Object") {
+            guard let key = document.child(of: object, named: "Key") else {
+                throw XMLReadError(reason: "an Object without a Key", offset: 0)
+            }
+            objects.append(Entry(key: key.text, versionId: document.child(of: object, named: "VersionId")?.text))
+        }
+        guard !objects.isEmpty else { throw XMLReadError(reason: "no Object to delete", offset: 0) }
+        guard objects.count <= maxObjects else { throw XMLReadError(reason: "more than \(maxObjects) objects", offset: 0) }
+        let quiet = document.child(of: root, named: "Quiet").map { $0.text.trimmedXMLSpace().lowercased() == "true" } ?? false
+        return DeleteObjectsRequest(quiet: quiet, objects: objects)
+    }
+}
+
+/// CompleteMultipartUpload: the parts, in the order given.
+public struct CompleteMultipartUploadRequest: Equatable, Sendable {
+    public struct Part: Equatable, Sendable {
+        public var number: Int
+        public var etag: String
+    }
+
+    public static let maxParts = 10_000
+
+    public var parts: [Part]
+
+    public static func parse(_ bytes: [UInt8]) throws(XMLReadError) -> CompleteMultipartUploadRequest {
+        let document = try XMLReader.parse(bytes, limits: RequestBodies.limits)
+        let root = document.root
+        guard root.name == "CompleteMultipartUpload" else {
+            throw XMLReadError(reason: "the root element is not CompleteMultipartUpload", offset: 0)
+        }
+        var parts: [Part] = []
+        for part in document.children(of: root, named: "Part") {
+            guard let numberText = document.child(of: part, named: "PartNumber")?.text.trimmedXMLSpace(),
+                  numberText.utf8.count <= 5, let number = Int(numberText), number >= 1,
+                  let etag = document.child(of: part, named: "ETag")?.text
+            else { throw XMLReadError(reason: "a Part without a valid PartNumber and ETag", offset: 0) }
+            parts.append(Part(number: number, etag: etag.trimmedXMLSpace()))
+        }
+        guard !parts.isEmpty else { throw XMLReadError(reason: "no Part", offset: 0) }
+        guard parts.count <= maxParts else { throw XMLReadError(reason: "more than \(maxParts) parts", offset: 0) }
+        return CompleteMultipartUploadRequest(parts: parts)
+    }
+}
+
+extension String {
+    /// Without leading and trailing XML whitespace (space, tab, CR, LF).
+    func trimmedXMLSpace() -> String {
+        let utf8 = self.utf8
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
+        guard let first = utf8.firstIndex(where: { !isSpace($0) }), let last = utf8.lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
+}
