@@ -101,6 +101,7 @@ if Context.environment["TOLLGATE_FUZZ"] != nil {
         ("FuzzOSS", ["FuzzSupport", "TollgateSignature"]),
         ("FuzzChunked", ["FuzzSupport", "TollgateSignature"]),
         ("FuzzToken", ["TollgateToken", "TollgateCrypto"]),
+        ("FuzzXML", ["TollgateXML"]),
     ]
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["TollgateSignature"], path: "fuzz/FuzzSupport",
                                    swiftSettings: swiftSettings))

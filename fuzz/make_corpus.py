@@ -105,6 +105,20 @@ def main():
     write("FuzzToken", "claims-extreme-times", json.dumps({"v": 1, "ak": "STS.X", "iat": -9223372036854775808,
                                                            "exp": 9223372036854775807, "role": "r", "sn": ""}).encode())
     write("FuzzToken", "issue-round-trip", "!alice\ndefault\nsession \"one\"\n{\"Version\":\"1\"}\naud=app\\tx\n900\n")
+    # Request bodies as boto3 and oss2 send them, and the shapes Tests/TollgateXMLTests reads.
+    write("FuzzXML", "delete-boto3.xml", '<?xml version="1.0" encoding="UTF-8"?>\n<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+          '<Object><Key>a.txt</Key></Object><Object><Key>dir/b &amp; c.txt</Key><VersionId>null</VersionId></Object>'
+          '<Quiet>true</Quiet></Delete>')
+    write("FuzzXML", "delete-oss2.xml", '<?xml version="1.0" encoding="UTF-8"?><Delete><Quiet>false</Quiet>'
+          '<Object><Key>&#x6570;&#25454;/&lt;x&gt;</Key></Object></Delete>')
+    write("FuzzXML", "complete-boto3.xml", '<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+          '<Part><ETag>"9b2cf535f27731c974343645a3985328"</ETag><PartNumber>1</PartNumber></Part>'
+          '<Part><ETag>"6f5902ac237024bdd0c176cb93063dc4"</ETag><ChecksumCRC32>AAAAAA==</ChecksumCRC32><PartNumber> 2 </PartNumber></Part>'
+          '</CompleteMultipartUpload>')
+    write("FuzzXML", "complete-comments-cdata.xml", '<?xml version="1.0"?><!-- c --><s3:CompleteMultipartUpload xmlns:s3="urn:x" a=\'1\'>'
+          '<?pi x?><Part><PartNumber>10000</PartNumber><ETag><![CDATA["e<&>"]]></ETag></Part></s3:CompleteMultipartUpload>\n')
+    write("FuzzXML", "truncated.xml", "<Delete><Object><Key>k</Key></Object>")
+    write("FuzzXML", "doctype.xml", '<!DOCTYPE d [<!ENTITY a "aaaa">]><Delete><Object><Key>&a;</Key></Object></Delete>')
     for target in sorted(os.listdir(CORPUS)):
         print(f"{target}: {len(os.listdir(os.path.join(CORPUS, target)))} seeds")
 
