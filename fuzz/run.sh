@@ -8,7 +8,7 @@
 # Everything it writes stays under .build-fuzz/ (ignored by git): the build, the growing working
 # corpus (.build-fuzz/corpus/NAME/, kept between runs so long runs build on each other) and crash
 # artifacts (.build-fuzz/artifacts/NAME/). A crash is printed with the command that replays it
-# and the input in base64. FUZZ_ARGS adds libFuzzer options (e.g. FUZZ_ARGS="-jobs=4 -workers=4").
+# and the input in base64. FUZZ_ARGS adds libFuzzer options (e.g. FUZZ_ARGS="-max_len=65536").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
