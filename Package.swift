@@ -95,3 +95,27 @@ let package = Package(
         ),
     ]
 )
+
+// libFuzzer targets for the pure parsers (README, "Fuzzing"). Declared only when TOLLGATE_FUZZ is
+// set, since they have no main of their own (libFuzzer's is linked in by --sanitize fuzzer), so
+// a plain `swift build` never sees them. fuzz/run.sh builds them:
+//   TOLLGATE_FUZZ=1 swift build -c release --sanitize fuzzer --product FuzzPolicy --scratch-path .build-fuzz
+if Context.environment["TOLLGATE_FUZZ"] != nil {
+    let fuzzers: [(name: String, dependencies: [Target.Dependency])] = [
+        ("FuzzPolicy", ["TollgatePolicy"]),
+        ("FuzzSigV4", ["FuzzSupport", "TollgateSignature"]),
+        ("FuzzOSS", ["FuzzSupport", "TollgateSignature"]),
+        ("FuzzChunked", ["FuzzSupport", "TollgateSignature"]),
+        ("FuzzToken", ["TollgateToken", "TollgateCrypto"]),
+        ("FuzzXML", ["TollgateXML"]),
+    ]
+    package.targets.append(.target(name: "FuzzSupport", dependencies: ["TollgateSignature"], path: "fuzz/FuzzSupport",
+                                   swiftSettings: swiftSettings))
+    for fuzzer in fuzzers {
+        package.targets.append(.executableTarget(
+            name: fuzzer.name, dependencies: fuzzer.dependencies, path: "fuzz/\(fuzzer.name)",
+            swiftSettings: swiftSettings + [.unsafeFlags(["-parse-as-library"])]
+        ))
+        package.products.append(.executable(name: fuzzer.name, targets: [fuzzer.name]))
+    }
+}
