@@ -103,7 +103,10 @@ public enum S3SigV4 {
 
     /// Verifies the request's SigV4 signature (header or presigned) and decodes its payload
     /// mode. Does not read the body: use `makeChunkedDecoder()` or `makePayloadVerifier()`.
-    public static func verify(_ request: SignatureRequest, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
+    /// `service` is the one the credential scope must name: `s3` for the gateway; Tollgate's
+    /// own signed endpoints pass theirs, so a signature for one service is not accepted by another.
+    public static func verify(_ request: SignatureRequest, service: String = S3SigV4.service,
+                              lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let query = request.rawQueryItems
         let authorization = request.headers["authorization"]
         let queryAlgorithm = query.first(named: "X-Amz-Algorithm")
@@ -111,10 +114,10 @@ public enum S3SigV4 {
             throw .invalidRequest("Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified")
         }
         if let authorization {
-            return try verifyHeader(request, authorization: authorization, lookup: lookup)
+            return try verifyHeader(request, authorization: authorization, service: service, lookup: lookup)
         }
         if queryAlgorithm != nil {
-            return try verifyPresigned(request, query: query, lookup: lookup)
+            return try verifyPresigned(request, query: query, service: service, lookup: lookup)
         }
         throw .accessDenied("Access Denied")
     }
@@ -171,7 +174,7 @@ public enum S3SigV4 {
         return fields
     }
 
-    static func verifyHeader(_ request: SignatureRequest, authorization: String, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
+    static func verifyHeader(_ request: SignatureRequest, authorization: String, service: String = service, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let prefix = algorithm + " "
         guard authorization.hasPrefix(prefix) else {
             throw .authorizationHeaderMalformed("the authorization mechanism is not supported; expecting AWS4-HMAC-SHA256.")
@@ -186,7 +189,7 @@ public enum S3SigV4 {
             throw .authorizationHeaderMalformed("the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".")
         }
         guard credential.service == service else {
-            throw .authorizationHeaderMalformed("incorrect service \"\(credential.service)\". This endpoint belongs to \"s3\".")
+            throw .authorizationHeaderMalformed("incorrect service \"\(credential.service)\". This endpoint belongs to \"\(service)\".")
         }
         guard let signedHeaders = parseSignedHeaders(signedValue) else {
             throw .authorizationHeaderMalformed("the SignedHeaders are mal-formed.")
@@ -236,7 +239,7 @@ public enum S3SigV4 {
         "X-Amz-Content-Sha256", "X-Amz-Security-Token",
     ].map { Array($0.utf8) }
 
-    static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem],
+    static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem], service: String = service,
                                 lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let parameters = query.firstValues(named: presignedParameters)
         guard let algorithmValue = parameters[0], let credentialValue = parameters[1], let dateValue = parameters[2],
@@ -251,7 +254,7 @@ public enum S3SigV4 {
             throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".")
         }
         guard credential.service == service else {
-            throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; incorrect service \"\(credential.service)\". This endpoint belongs to \"s3\".")
+            throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; incorrect service \"\(credential.service)\". This endpoint belongs to \"\(service)\".")
         }
         guard let requestTime = SignatureDates.parseISO8601Basic(dateValue) else {
             throw .authorizationQueryParametersError("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
@@ -312,7 +315,7 @@ public enum S3SigV4 {
                                          excludingSignature: presigned, headers: request.headers,
                                          signedHeaders: signedHeaders, payloadHash: payloadHash)
         let stringToSign = self.stringToSign(timestamp: timestamp, scope: credential.scope, canonicalRequest: canonical)
-        let key = try signingKey(secret: secret, date: credential.date, region: credential.region)
+        let key = try signingKey(secret: secret, date: credential.date, region: credential.region, service: credential.service)
         try checkSignature(key: key, stringToSign: stringToSign, provided: signature,
                            accessKeyId: credential.accessKeyId, canonicalRequest: canonical)
         let identity = VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .s3SigV4, securityToken: token,
@@ -579,14 +582,14 @@ public enum S3SigV4 {
         return out
     }
 
-    /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), "s3"), "aws4_request").
-    static func signingKey(secret: String, date: String, region: String) throws(S3AuthError) -> DerivedSigningKey {
-        try SigningKeyCache.shared.key(for: .init(secret: secret, date: date, region: region)) { () throws(S3AuthError) in
-            do { return try DerivedSigningKey(deriveSigningKey(secret: secret, date: date, region: region)) } catch { throw .internalError }
+    /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), service), "aws4_request").
+    static func signingKey(secret: String, date: String, region: String, service: String = service) throws(S3AuthError) -> DerivedSigningKey {
+        try SigningKeyCache.shared.key(for: .init(secret: secret, date: date, region: region, service: service)) { () throws(S3AuthError) in
+            do { return try DerivedSigningKey(deriveSigningKey(secret: secret, date: date, region: region, service: service)) } catch { throw .internalError }
         }
     }
 
-    static func deriveSigningKey(secret: String, date: String, region: String) throws(S3AuthError) -> [UInt8] {
+    static func deriveSigningKey(secret: String, date: String, region: String, service: String = service) throws(S3AuthError) -> [UInt8] {
         do {
             let kDate = try Crypto.hmacSHA256(key: Array(("AWS4" + secret).utf8), date)
             let kRegion = try Crypto.hmacSHA256(key: kDate, region)

@@ -20,11 +20,12 @@ final class SigningKeyCache: Sendable {
     static let shared = SigningKeyCache()
     static let capacity = 4096
 
-    /// What a SigV4 signing key is derived from (the service and terminator are fixed).
+    /// What a SigV4 signing key is derived from (the terminator is fixed).
     struct Key: Hashable, Sendable {
         let secret: String
         let date: String
         let region: String
+        var service: String = S3SigV4.service
     }
 
     private let keys = Mutex<[Key: DerivedSigningKey]>([:])
