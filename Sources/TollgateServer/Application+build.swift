@@ -13,6 +13,7 @@ public struct TollgateState: Sendable {
     public let tokens: TokenService
     public let policies: PolicyStore
     public let clock: @Sendable () -> Date
+    public let rateLimits: TokenRateLimits
 
     public init(config: TollgateConfig, root: RootCredentials, policies: PolicyStore, clock: @escaping @Sendable () -> Date = { Date() }) throws {
         self.config = config
@@ -20,6 +21,7 @@ public struct TollgateState: Sendable {
         self.tokens = try TokenService(rootSecret: root.accessKeySecret, previousSecrets: config.previousAccessKeySecrets)
         self.policies = policies
         self.clock = clock
+        self.rateLimits = TokenRateLimits(config.rateLimits)
     }
 }
 
@@ -27,7 +29,8 @@ public struct TollgateState: Sendable {
 public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorRegistry? = nil) -> Router<TollgateRequestContext> {
     let router = Router(context: TollgateRequestContext.self)
     router.add(middleware: TokenErrorMiddleware())
-    TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies, clock: state.clock)
+    TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies, clock: state.clock,
+                    rateLimits: state.rateLimits)
         .addRoutes(to: router)
     router.get("/healthz") { _, _ in
         var json = JSONObjectWriter(capacity: 32)

@@ -13,6 +13,7 @@ struct TokenController: Sendable {
     let lifetime: Int
     let policies: PolicyStore
     let clock: @Sendable () -> Date
+    var rateLimits: TokenRateLimits? = nil
     let issuedCounter = Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", TollgateConfig.defaultRole)])
 
     func addRoutes(to router: Router<TollgateRequestContext>) {
@@ -23,6 +24,9 @@ struct TokenController: Sendable {
     }
 
     @Sendable func issue(_ request: Request, context: TollgateRequestContext) async throws -> Response {
+        // First, before any work: a flood from one address costs a lookup, not a signature.
+        // Once a request has a subject, `rateLimits.admit(subject:address:now:logger:)` too.
+        try rateLimits?.admit(address: context.clientAddress, now: clock(), logger: context.logger)
         let role = TollgateConfig.defaultRole
         guard policies.policy(forRole: role) != nil else {
             throw TokenEndpointError(.serviceUnavailable, code: "PolicyUnavailable", message: "The role policy is not loaded")

@@ -36,6 +36,8 @@ public struct TokenEndpointError: HTTPResponseError {
     public let status: HTTPResponse.Status
     public let code: String
     public let message: String
+    /// Extra response headers (`Retry-After` on a 429).
+    public var headers: HTTPFields = [:]
 
     public init(_ status: HTTPResponse.Status, code: String, message: String) {
         self.status = status
@@ -44,7 +46,9 @@ public struct TokenEndpointError: HTTPResponseError {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        TokenJSON.response(status, TokenJSON.error(status: status.code, code: code, message: message))
+        var response = TokenJSON.response(status, TokenJSON.error(status: status.code, code: code, message: message))
+        response.headers.append(contentsOf: headers)
+        return response
     }
 }
 
