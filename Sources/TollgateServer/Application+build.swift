@@ -13,6 +13,9 @@ public struct TollgateState: Sendable {
     public let tokens: TokenService
     public let policies: PolicyStore
     public let clock: @Sendable () -> Date
+    /// Revoked credentials (`tollgate serve` opens them in the data directory); nil: none, and
+    /// no admin endpoint.
+    public var revocations: RevocationStore?
     public let rateLimits: TokenRateLimits
 
     public init(config: TollgateConfig, root: RootCredentials, policies: PolicyStore, clock: @escaping @Sendable () -> Date = { Date() }) throws {
@@ -32,6 +35,9 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
     TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies, clock: state.clock,
                     rateLimits: state.rateLimits)
         .addRoutes(to: router)
+    if let revocations = state.revocations {
+        AdminController(root: state.root, revocations: revocations, clock: state.clock).addRoutes(to: router)
+    }
     router.get("/healthz") { _, _ in
         var json = JSONObjectWriter(capacity: 32)
         json.add("status", "ok")
@@ -63,7 +69,7 @@ public func buildTokenApplication(state: TollgateState, metrics: PrometheusColle
 public func buildGatewayResponder(state: TollgateState, store: any ObjectStore) -> some HTTPResponder<TollgateRequestContext> {
     Gateway(
         store: store,
-        authenticator: Authenticator(root: state.root, tokens: state.tokens),
+        authenticator: Authenticator(root: state.root, tokens: state.tokens, revocations: state.revocations),
         policies: state.policies,
         baseDomain: state.config.gatewayBaseDomain,
         clock: state.clock

@@ -46,7 +46,9 @@ struct ServeCommand: AsyncParsableCommand {
                 """)
         }
 
-        let state = try TollgateState(config: config, root: root, policies: policies)
+        var state = try TollgateState(config: config, root: root, policies: policies)
+        let revocations = try openRevocationsOrExit(config)
+        state.revocations = revocations
         let store: LocalObjectStore
         do {
             store = try await openStore(config: config, logger: logger)
@@ -62,7 +64,8 @@ struct ServeCommand: AsyncParsableCommand {
         logger.info("gateway listening", metadata: ["listen.address": "\(config.gatewayAddress):\(config.gatewayPort)"])
         let group = ServiceGroup(
             configuration: .init(
-                services: [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger)],
+                services: [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger),
+                           RevocationWatcher(store: revocations, logger: logger)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )
