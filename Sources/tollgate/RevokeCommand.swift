@@ -10,9 +10,9 @@ extension TokenCommand {
         static let configuration = CommandConfiguration(
             abstract: "Revoke credentials: every token of a subject or a role issued until now, or one access key.",
             discussion: """
-            Writes DataDirectory/revocations.json (atomically, mode 0600); a running server applies it within
-            about a second and the gateway answers InvalidAccessKeyId to the revoked credentials. Prints the
-            entry recorded. Exactly one of --subject, --access-key-id, --role. Exit status 2 on bad input.
+            Writes DataDirectory/revocations.json (atomically, mode 0600); a running server applies it within \
+            about a second and the gateway answers InvalidAccessKeyId to the revoked credentials. Prints the \
+            entry recorded. Give exactly one of --subject, --access-key-id, --role. Exit status 2 on bad input.
             """
         )
 
