@@ -75,6 +75,7 @@ public final class RevocationStore: Sendable {
             throw RevocationStoreError(path: directory, message: "cannot create the data directory (\(error.localizedDescription))")
         }
         let lock = try openFile(path + ".lock", O_RDWR | O_CREAT)
+        giveToDirectoryOwner(lock)
         defer { close(lock) }
         while flock(lock, LOCK_EX) != 0 {
             guard errno == EINTR else { throw failure("flock") }
@@ -149,6 +150,7 @@ public final class RevocationStore: Sendable {
     private func write(_ data: Data) throws(RevocationStoreError) {
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let fd = try openFile(temporary, O_WRONLY | O_CREAT | O_EXCL)
+        giveToDirectoryOwner(fd)
         var ok = false
         defer {
             if !ok { unlink(temporary) }
@@ -181,6 +183,17 @@ public final class RevocationStore: Sendable {
             _ = fsync(dirfd)
             close(dirfd)
         }
+    }
+
+    /// Run as root (say `docker exec -u 0 … tollgate token revoke`), a writer hands the file to
+    /// the data directory's owner, the server's user: a root-owned 0600 file would be unreadable
+    /// to the server and would stop its next start.
+    private func giveToDirectoryOwner(_ fd: Int32) {
+        guard geteuid() == 0 else { return }
+        var info = stat()
+        let directory = (path as NSString).deletingLastPathComponent
+        guard stat(directory.isEmpty ? "." : directory, &info) == 0, info.st_uid != 0 else { return }
+        _ = fchown(fd, info.st_uid, info.st_gid)
     }
 
     private func openFile(_ file: String, _ flags: Int32) throws(RevocationStoreError) -> Int32 {
