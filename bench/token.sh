@@ -34,7 +34,8 @@ cat > "$WORK/config.json" <<JSON
 {"AccessKeyID": "", "AccessKeySecret": "bench-root-secret-0123456789abcdefghijklmn", "RoleArn": "",
  "TokenExpireTime": "900", "PolicyFile": "policy/all_policy.txt",
  "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
- "Variables": {"BUCKET_NAME": "bench"}}
+ "Variables": {"BUCKET_NAME": "bench"},
+ "RateLimits": {"PerAddressPerMinute": 600000000}}
 JSON
 HEADER=()
 if [ "$AUTHENTICATED" = true ]; then

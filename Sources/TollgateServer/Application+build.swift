@@ -16,6 +16,13 @@ public struct TollgateState: Sendable {
     /// Verifies app users' login tokens; nil without an `Authentication` section.
     public let identities: IdentityVerifier?
     public let clock: @Sendable () -> Date
+    /// Revoked credentials (`tollgate serve` opens them in the data directory); nil: none, and
+    /// no admin endpoint.
+    public var revocations: RevocationStore?
+    public let rateLimits: TokenRateLimits
+
+    /// Verifies signatures with the root secret or a vended credential's, and refuses revoked ones.
+    var authenticator: Authenticator { Authenticator(root: root, tokens: tokens, revocations: revocations) }
 
     public init(config: TollgateConfig, root: RootCredentials, policies: PolicyStore, clock: @escaping @Sendable () -> Date = { Date() }) throws {
         self.config = config
@@ -24,6 +31,7 @@ public struct TollgateState: Sendable {
         self.policies = policies
         self.identities = config.authentication.map { IdentityVerifier(settings: $0, fetch: TokenController.fetch, post: TokenController.post, clock: clock) }
         self.clock = clock
+        self.rateLimits = TokenRateLimits(config.rateLimits)
     }
 }
 
@@ -34,9 +42,12 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
     TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies,
                     authentication: state.config.authentication, identities: state.identities,
                     roleMaxSessionSeconds: state.config.roleMaxSessionSeconds,
-                    sts: STSAPI(authenticator: Authenticator(root: state.root, tokens: state.tokens), roles: Set(state.config.roles.keys)),
-                    clock: state.clock)
+                    sts: STSAPI(authenticator: state.authenticator, roles: Set(state.config.roles.keys)),
+                    rateLimits: state.rateLimits, clock: state.clock)
         .addRoutes(to: router)
+    if let revocations = state.revocations {
+        AdminController(root: state.root, revocations: revocations, clock: state.clock).addRoutes(to: router)
+    }
     router.get("/healthz") { _, _ in
         var json = JSONObjectWriter(capacity: 32)
         json.add("status", "ok")
@@ -77,7 +88,7 @@ func idleTimeout(_ config: TollgateConfig) -> TimeAmount {
 public func buildGatewayResponder(state: TollgateState, store: any ObjectStore) -> some HTTPResponder<TollgateRequestContext> {
     Gateway(
         store: store,
-        authenticator: Authenticator(root: state.root, tokens: state.tokens),
+        authenticator: state.authenticator,
         policies: state.policies,
         baseDomain: state.config.gatewayBaseDomain,
         clock: state.clock

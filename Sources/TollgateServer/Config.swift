@@ -24,7 +24,7 @@ public struct TollgateConfig: Sendable {
     public static let extensionKeys = [
         "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
         "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "IdleTimeoutSeconds",
-        "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication",
+        "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication", "RateLimits",
     ]
     public static let minimumTokenLifetime = 900
     public static let maximumTokenLifetime = 43200
@@ -73,6 +73,8 @@ public struct TollgateConfig: Sendable {
     public var maxMultipartUploadsPerBucket: Int
     /// Keys that are neither reference nor extension keys; reported as a warning.
     public var unknownKeys: [String]
+    /// `RateLimits`: the token endpoint's limits per client address and per subject.
+    public var rateLimits = RateLimitSettings()
 
     public static let defaultRole = "default"
 
@@ -163,6 +165,7 @@ public struct TollgateConfig: Sendable {
             maxMultipartUploadsPerBucket: try reader.positive("MaxMultipartUploadsPerBucket", default: defaultMaxMultipartUploadsPerBucket),
             unknownKeys: object.keys.filter { !referenceKeys.contains($0) && !extensionKeys.contains($0) }.sorted() + unknownAuthenticationKeys
         )
+        config.rateLimits = try RateLimitSettings.parse(object["RateLimits"], file: path)
         if let id = environment["TOLLGATE_ACCESS_KEY_ID"], !id.isEmpty { config.accessKeyID = id }
         if let secret = environment["TOLLGATE_ACCESS_KEY_SECRET"], !secret.isEmpty { config.accessKeySecret = secret }
         if let data = environment["TOLLGATE_DATA_DIR"], !data.isEmpty { config.dataDirectory = data }

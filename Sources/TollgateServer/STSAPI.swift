@@ -52,6 +52,11 @@ struct STSAPI: Sendable {
                 controller: TokenController) async -> Response {
         let requestID = RequestID.next()
         do {
+            do {
+                try controller.rateLimits?.admit(address: context.clientAddress, now: controller.clock(), logger: context.logger)
+            } catch {
+                throw Failure(429, "Throttling", "Rate exceeded")
+            }
             guard parameters.fields["Version"].map({ $0 == "2011-06-15" }) ?? true else {
                 throw Failure(400, "InvalidParameterValue", "Version must be 2011-06-15.")
             }
@@ -61,7 +66,7 @@ struct STSAPI: Sendable {
             case "AssumeRole":
                 return try await assumeRole(parameters, request: request, context: context, controller: controller, requestID: requestID)
             case "GetCallerIdentity":
-                return try getCallerIdentity(parameters, request: request, now: controller.clock(), requestID: requestID)
+                return try getCallerIdentity(parameters, request: request, context: context, now: controller.clock(), requestID: requestID)
             default:
                 throw Failure(400, "InvalidAction", "Could not find operation \(action) for version 2011-06-15.")
             }
@@ -110,7 +115,7 @@ struct STSAPI: Sendable {
     func assumeRole(_ parameters: TokenController.Parameters, request: Request, context: TollgateRequestContext,
                     controller: TokenController, requestID: String) async throws -> Response {
         let now = controller.clock()
-        let caller = try authenticate(request, body: parameters.body, now: now)
+        let caller = try authenticate(request, body: parameters.body, context: context, now: now)
         guard caller.isRoot else {
             throw Failure(403, "AccessDenied", "Only the root credentials may call AssumeRole.")
         }
@@ -129,8 +134,9 @@ struct STSAPI: Sendable {
         return Self.finish(xml, requestID: requestID)
     }
 
-    func getCallerIdentity(_ parameters: TokenController.Parameters, request: Request, now: Date, requestID: String) throws -> Response {
-        let caller = try authenticate(request, body: parameters.body, now: now)
+    func getCallerIdentity(_ parameters: TokenController.Parameters, request: Request, context: TollgateRequestContext,
+                           now: Date, requestID: String) throws -> Response {
+        let caller = try authenticate(request, body: parameters.body, context: context, now: now)
         var xml = Self.document("GetCallerIdentityResponse")
         xml.element("GetCallerIdentityResult") { result in
             if let claims = caller.claims {
@@ -146,7 +152,7 @@ struct STSAPI: Sendable {
     }
 
     /// SigV4 for service `sts`, with the root secret or a vended credential's re-derived one.
-    func authenticate(_ request: Request, body: [UInt8], now: Date) throws -> GatewayIdentity {
+    func authenticate(_ request: Request, body: [UInt8], context: TollgateRequestContext, now: Date) throws -> GatewayIdentity {
         let target = request.head.path ?? "/"
         let (rawPath, rawQuery) = Gateway.split(target)
         var headers = SignatureHeaders()
@@ -156,8 +162,10 @@ struct STSAPI: Sendable {
         let bodyHash: String
         do { bodyHash = Hex.encode(try Crypto.sha256(body)) } catch { throw Failure(500, "InternalFailure", "The request could not be processed.") }
         do {
-            return try authenticator.authenticate(signed, service: Self.service, bodySHA256: bodyHash)
-        } catch {
+            let identity = try authenticator.authenticate(signed, service: Self.service, bodySHA256: bodyHash)
+            try authenticator.refuseIfRevoked(identity, dialect: .s3, context: context)
+            return identity
+        } catch let error as S3AuthError {
             switch error.code {
             case "InvalidAccessKeyId", "InvalidToken": throw Failure(403, "InvalidClientTokenId", "The security token included in the request is invalid.")
             case "ExpiredToken": throw Failure(400, "ExpiredToken", "The security token included in the request is expired.")

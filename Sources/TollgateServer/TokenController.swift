@@ -24,6 +24,8 @@ struct TokenController: Sendable {
     let roleMaxSessionSeconds: [String: Int]
     /// The AWS STS query API on the same port (requests with an `Action` parameter).
     let sts: STSAPI?
+    /// Per address and per subject (`RateLimits`); nil: none.
+    let rateLimits: TokenRateLimits?
     let clock: @Sendable () -> Date
     let issuedCounters = IssuedCounters()
 
@@ -135,7 +137,12 @@ struct TokenController: Sendable {
             if let action = parameters.fields["Action"], let sts {
                 return await sts.handle(action: action, parameters: parameters, request: request, context: context, controller: self)
             }
+            // A flood from one address costs a lookup, not a signature check.
+            try rateLimits?.admit(address: context.clientAddress, now: now, logger: context.logger)
             decision = try await decide(loginToken: parameters.loginToken, role: parameters.role, duration: parameters.duration, now: now)
+            if let subject = decision.subject {
+                try rateLimits?.admit(subject: subject, address: context.clientAddress, now: now, logger: context.logger)
+            }
         } catch let error as IdentityError {
             context.logger.info("token refused", metadata: [
                 "token.refusal": .string(error.code), "token.reason": .string(error.message),

@@ -36,7 +36,7 @@ public struct TokenEndpointError: HTTPResponseError {
     public let status: HTTPResponse.Status
     public let code: String
     public let message: String
-    /// Headers the answer carries besides the JSON ones (`Retry-After`).
+    /// Extra response headers (`Retry-After` on a 429).
     public var headers: HTTPFields = [:]
 
     public init(_ status: HTTPResponse.Status, code: String, message: String) {
@@ -47,7 +47,7 @@ public struct TokenEndpointError: HTTPResponseError {
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var response = TokenJSON.response(status, TokenJSON.error(status: status.code, code: code, message: message))
-        for field in headers { response.headers.append(field) }
+        response.headers.append(contentsOf: headers)
         return response
     }
 }

@@ -103,7 +103,12 @@ public enum S3SigV4 {
 
     /// Verifies the request's SigV4 signature (header or presigned) and decodes its payload
     /// mode. Does not read the body: use `makeChunkedDecoder()` or `makePayloadVerifier()`.
-    public static func verify(_ request: SignatureRequest, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
+    /// `service` is the one the credential scope must name: `s3` for the gateway; Tollgate's
+    /// own signed endpoints pass theirs (`sts`, `tollgate`), so a signature for one service is
+    /// not accepted by another. `bodySHA256` is the hash of a body the caller already read, the
+    /// payload hash when the client sent no `x-amz-content-sha256` (AWS's generic signers don't).
+    public static func verify(_ request: SignatureRequest, service: String = S3SigV4.service, bodySHA256: String? = nil,
+                              lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let query = request.rawQueryItems
         let authorization = request.headers["authorization"]
         let queryAlgorithm = query.first(named: "X-Amz-Algorithm")
@@ -111,10 +116,10 @@ public enum S3SigV4 {
             throw .invalidRequest("Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified")
         }
         if let authorization {
-            return try verifyHeader(request, authorization: authorization, lookup: lookup)
+            return try verifyHeader(request, authorization: authorization, service: service, bodySHA256: bodySHA256, lookup: lookup)
         }
         if queryAlgorithm != nil {
-            return try verifyPresigned(request, query: query, lookup: lookup)
+            return try verifyPresigned(request, query: query, service: service, lookup: lookup)
         }
         throw .accessDenied("Access Denied")
     }
@@ -171,17 +176,6 @@ public enum S3SigV4 {
         return fields
     }
 
-    /// Verifies a header-signed request to another AWS-style service on this server (`sts`):
-    /// the same SigV4, with `service` in the scope, and the payload hash of the body the caller
-    /// read (such services send no `x-amz-content-sha256`).
-    public static func verify(_ request: SignatureRequest, service: String, bodySHA256: String,
-                              lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
-        guard let authorization = request.headers["authorization"] else {
-            throw .accessDenied("Requests to \(service) must be signed with AWS Signature Version 4")
-        }
-        return try verifyHeader(request, authorization: authorization, service: service, bodySHA256: bodySHA256, lookup: lookup)
-    }
-
     static func verifyHeader(_ request: SignatureRequest, authorization: String, service: String = service,
                              bodySHA256: String? = nil, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let prefix = algorithm + " "
@@ -232,6 +226,10 @@ public enum S3SigV4 {
             throw .invalidRequest("Missing required header for this request: x-amz-content-sha256")
         }
         guard let payload = S3PayloadMode(headerValue: contentSHA) else { throw .invalidContentSHA256(contentSHA) }
+        // A body the caller read must be the one signed: no UNSIGNED-PAYLOAD, no other hash.
+        if let bodySHA256, contentSHA.lowercased() != bodySHA256 {
+            throw .contentSHA256Mismatch(clientComputed: contentSHA, serverComputed: bodySHA256)
+        }
 
         return try verifySignature(
             request, presigned: false, credential: credential, timestamp: timestamp,
@@ -248,7 +246,7 @@ public enum S3SigV4 {
         "X-Amz-Content-Sha256", "X-Amz-Security-Token",
     ].map { Array($0.utf8) }
 
-    static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem],
+    static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem], service: String = service,
                                 lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let parameters = query.firstValues(named: presignedParameters)
         guard let algorithmValue = parameters[0], let credentialValue = parameters[1], let dateValue = parameters[2],
@@ -263,7 +261,7 @@ public enum S3SigV4 {
             throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".")
         }
         guard credential.service == service else {
-            throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; incorrect service \"\(credential.service)\". This endpoint belongs to \"s3\".")
+            throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; incorrect service \"\(credential.service)\". This endpoint belongs to \"\(service)\".")
         }
         guard let requestTime = SignatureDates.parseISO8601Basic(dateValue) else {
             throw .authorizationQueryParametersError("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
@@ -591,7 +589,7 @@ public enum S3SigV4 {
         return out
     }
 
-    /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), "s3"), "aws4_request").
+    /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), service), "aws4_request").
     static func signingKey(secret: String, date: String, region: String, service: String = service) throws(S3AuthError) -> DerivedSigningKey {
         try SigningKeyCache.shared.key(for: .init(secret: secret, date: date, region: region, service: service)) { () throws(S3AuthError) in
             do { return try DerivedSigningKey(deriveSigningKey(secret: secret, date: date, region: region, service: service)) } catch { throw .internalError }

@@ -55,7 +55,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         logger.info("root access key", metadata: ["root.access_key_id": "\(root.accessKeyID)"])
 
-        let state = try TollgateState(config: config, root: root, policies: policies)
+        var state = try TollgateState(config: config, root: root, policies: policies)
+        let revocations = try openRevocationsOrExit(config)
+        state.revocations = revocations
         let store: LocalObjectStore
         do {
             store = try await openStore(config: config, logger: logger)
@@ -72,7 +74,8 @@ struct ServeCommand: AsyncParsableCommand {
         let group = ServiceGroup(
             configuration: .init(
                 services: [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger),
-                           UploadExpiry(store: store, config: config, logger: logger)],
+                           UploadExpiry(store: store, config: config, logger: logger),
+                           RevocationWatcher(store: revocations, logger: logger)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

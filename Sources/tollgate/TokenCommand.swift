@@ -6,7 +6,7 @@ import TollgateToken
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token", abstract: "Issue and inspect security tokens.",
-        subcommands: [Issue.self, Inspect.self]
+        subcommands: [Issue.self, Inspect.self, Revoke.self]
     )
 
     struct Issue: AsyncParsableCommand {

@@ -23,6 +23,8 @@ struct GatewayIdentity: Sendable {
 struct Authenticator: Sendable {
     let root: RootCredentials
     let tokens: TokenService
+    /// Revoked credentials are refused (see `refuseIfRevoked`); nil: none are.
+    var revocations: RevocationStore? = nil
 
     /// The secret lookup the signature verifiers call. It verifies the security token first, so
     /// a temporary key is usable only together with its own, valid, token.

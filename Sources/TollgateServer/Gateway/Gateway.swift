@@ -80,6 +80,7 @@ struct Gateway: HTTPResponder, Sendable {
             case .ossV1Header, .ossV1Query, .ossV4Header, .ossV4Query:
                 identity = try authenticator.authenticateOSS(signed, bucket: bucket, key: key)
             }
+            try authenticator.refuseIfRevoked(identity, dialect: dialect, context: context)
             let call = Call(request: request, route: route, identity: identity, dialect: dialect, query: query, requestID: requestID,
                             remoteAddress: context.remoteAddress, baseLogger: context.logger)
             try authorize(call)

@@ -1,0 +1,211 @@
+import Foundation
+import Synchronization
+import TollgateToken
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A revocation file that cannot be read, parsed or written.
+public struct RevocationStoreError: Error, CustomStringConvertible, Sendable {
+    public let path: String
+    public let message: String
+
+    public var description: String { "\(path): \(message)" }
+}
+
+/// The revocations in force, kept durably in `DataDirectory/revocations.json`.
+///
+/// Every writer (the `tollgate token revoke` command, the admin endpoint) takes an exclusive
+/// `flock` on `revocations.json.lock`, re-reads the file, adds its entry, drops entries whose
+/// tokens have all expired, and replaces the file atomically (temporary file, fsync, rename,
+/// fsync of the directory; mode 0600). So the command may write while the server runs, and a
+/// crash leaves the old list or the new one. The server notices a replaced file by its inode,
+/// size and modification time (`RevocationWatcher`) and swaps the list it checks.
+public final class RevocationStore: Sendable {
+    public static let fileName = "revocations.json"
+
+    public let path: String
+    /// The longest a token lives; an entry is dropped that long after its revocation.
+    public let maxTokenLifetime: Int64
+    private let state: Mutex<(list: RevocationList, stamp: FileStamp?)>
+
+    struct FileStamp: Equatable, Sendable {
+        var inode: UInt64
+        var size: Int64
+        var modifiedSeconds: Int
+        var modifiedNanoseconds: Int
+    }
+
+    /// Opens the list in `dataDirectory` (creating nothing until the first revocation). A file
+    /// that exists but cannot be read or parsed is an error: starting without it would lift
+    /// every revocation.
+    public init(dataDirectory: String, maxTokenLifetime: Int = TollgateConfig.maximumTokenLifetime) throws(RevocationStoreError) {
+        path = (dataDirectory as NSString).appendingPathComponent(Self.fileName)
+        self.maxTokenLifetime = Int64(maxTokenLifetime)
+        let stamp = Self.stamp(path)
+        let list = try Self.read(path)
+        state = Mutex((list, stamp))
+    }
+
+    /// The list in force.
+    public var list: RevocationList { state.withLock { $0.list } }
+
+    /// The revocation that refuses a token with these claims, or nil. On the gateway's path for
+    /// every request with temporary credentials: a lock and, when the list is not empty, up to
+    /// three dictionary lookups.
+    public func match(_ claims: TokenClaims) -> Revocation? {
+        state.withLock { $0.list.isEmpty ? nil : $0.list.match(claims) }
+    }
+
+    /// Records a revocation at `now` and returns the entry in force. Blocking file I/O: call
+    /// it off the event loops (`revokeOffloaded`) in the server.
+    @discardableResult
+    public func revoke(_ kind: RevocationKind, _ value: String, now: Date) throws(RevocationStoreError) -> Revocation {
+        do { try Revocation.validate(kind: kind, value: value) } catch {
+            throw RevocationStoreError(path: path, message: "\(error)")
+        }
+        let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
+        let directory = (path as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw RevocationStoreError(path: directory, message: "cannot create the data directory (\(error.localizedDescription))")
+        }
+        let lock = try openFile(path + ".lock", O_RDWR | O_CREAT)
+        giveToDirectoryOwner(lock)
+        defer { close(lock) }
+        while flock(lock, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw failure("flock") }
+        }
+        var list = try Self.read(path)
+        let entry = list.add(Revocation(kind: kind, value: value, revokedAt: nowSeconds))
+        list = list.pruned(now: nowSeconds, maxTokenLifetime: maxTokenLifetime)
+        try write(list.encoded())
+        let stamp = Self.stamp(path)
+        state.withLock { $0 = (list, stamp) }
+        return entry
+    }
+
+    /// `revoke` on a thread of its own, so the file I/O does not hold an event loop or the
+    /// cooperative pool.
+    public func revokeOffloaded(_ kind: RevocationKind, _ value: String, now: Date) async throws(RevocationStoreError) -> Revocation {
+        let result: Result<Revocation, RevocationStoreError> = await withCheckedContinuation { continuation in
+            DispatchQueue.global(qos: .utility).async {
+                continuation.resume(returning: Result { () throws(RevocationStoreError) in try self.revoke(kind, value, now: now) })
+            }
+        }
+        return try result.get()
+    }
+
+    /// Re-reads the file if it was replaced since it was last read. Returns true when the list
+    /// changed. On an error the list in force stays and the error is thrown (the next change
+    /// of the file is tried again).
+    @discardableResult
+    public func reloadIfChanged() throws(RevocationStoreError) -> Bool {
+        let stamp = Self.stamp(path)
+        guard stamp != state.withLock({ $0.stamp }) else { return false }
+        let list: RevocationList
+        do { list = try Self.read(path) } catch {
+            state.withLock { $0.stamp = stamp }
+            throw error
+        }
+        return state.withLock { current in
+            let changed = current.list != list
+            current = (list, stamp)
+            return changed
+        }
+    }
+
+    // MARK: Files
+
+    static func stamp(_ path: String) -> FileStamp? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        #if canImport(Darwin)
+        let modified = info.st_mtimespec
+        #else
+        let modified = info.st_mtim
+        #endif
+        return FileStamp(inode: UInt64(info.st_ino), size: Int64(info.st_size),
+                         modifiedSeconds: Int(modified.tv_sec), modifiedNanoseconds: Int(modified.tv_nsec))
+    }
+
+    /// The list in the file; an empty list when there is no file.
+    static func read(_ path: String) throws(RevocationStoreError) -> RevocationList {
+        guard FileManager.default.fileExists(atPath: path) else { return RevocationList() }
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw RevocationStoreError(path: path, message: "cannot read the file (\(error.localizedDescription))")
+        }
+        do { return try RevocationList.decode(data) } catch {
+            throw RevocationStoreError(path: path, message: "\(error)")
+        }
+    }
+
+    /// Replaces the file atomically: a temporary file in the same directory, written and
+    /// fsynced, renamed over the old one, then the directory fsynced so the rename is durable.
+    private func write(_ data: Data) throws(RevocationStoreError) {
+        let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let fd = try openFile(temporary, O_WRONLY | O_CREAT | O_EXCL)
+        giveToDirectoryOwner(fd)
+        var ok = false
+        defer {
+            if !ok { unlink(temporary) }
+        }
+        do {
+            defer { close(fd) }
+            let error = data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Int32 in
+                var done = 0
+                while done < bytes.count {
+                    let n = Foundation.write(fd, bytes.baseAddress! + done, bytes.count - done)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        return errno
+                    }
+                    done += n
+                }
+                return 0
+            }
+            guard error == 0 else {
+                errno = error
+                throw failure("write")
+            }
+            guard fsync(fd) == 0 else { throw failure("fsync") }
+        }
+        guard rename(temporary, path) == 0 else { throw failure("rename") }
+        ok = true
+        let directory = (path as NSString).deletingLastPathComponent
+        let dirfd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dirfd >= 0 {
+            _ = fsync(dirfd)
+            close(dirfd)
+        }
+    }
+
+    /// Run as root (say `docker exec -u 0 … tollgate token revoke`), a writer hands the file to
+    /// the data directory's owner, the server's user: a root-owned 0600 file would be unreadable
+    /// to the server and would stop its next start.
+    private func giveToDirectoryOwner(_ fd: Int32) {
+        guard geteuid() == 0 else { return }
+        var info = stat()
+        let directory = (path as NSString).deletingLastPathComponent
+        guard stat(directory.isEmpty ? "." : directory, &info) == 0, info.st_uid != 0 else { return }
+        _ = fchown(fd, info.st_uid, info.st_gid)
+    }
+
+    private func openFile(_ file: String, _ flags: Int32) throws(RevocationStoreError) -> Int32 {
+        while true {
+            let fd = open(file, flags | O_CLOEXEC, 0o600)
+            if fd >= 0 { return fd }
+            if errno == EINTR { continue }
+            throw RevocationStoreError(path: file, message: "cannot open (\(String(cString: strerror(errno))))")
+        }
+    }
+
+    private func failure(_ operation: String) -> RevocationStoreError {
+        RevocationStoreError(path: path, message: "\(operation) failed (\(String(cString: strerror(errno))))")
+    }
+}

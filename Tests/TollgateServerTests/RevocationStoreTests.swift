@@ -1,0 +1,112 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+import TollgateToken
+@testable import TollgateServer
+
+private func scratch() throws -> String {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-revocations-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    return directory
+}
+
+private let t0 = Date(timeIntervalSince1970: 1_795_000_000)
+
+private func claims(subject: String?, iat: Date = t0, role: String = "default") -> TokenClaims {
+    let seconds = Int64(iat.timeIntervalSince1970)
+    return TokenClaims(keyId: "k", accessKeyId: "STS.AAAAAAAAAAAAAAAAAAAAAAAA", issuedAt: seconds, expiresAt: seconds + 900,
+                       subject: subject, role: role, sessionName: "s")
+}
+
+@Test func revokeWritesA0600FileThatAnotherStoreReadsAndTheServerReloads() throws {
+    let directory = try scratch()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let server = try RevocationStore(dataDirectory: directory)
+    #expect(server.list.isEmpty)
+    #expect(try server.reloadIfChanged() == false, "no file, no change")
+
+    // The CLI is another process with its own store on the same directory.
+    let cli = try RevocationStore(dataDirectory: directory)
+    let entry = try cli.revoke(.subject, "alice", now: t0)
+    #expect(entry == Revocation(kind: .subject, value: "alice", revokedAt: 1_795_000_000))
+    let attributes = try FileManager.default.attributesOfItem(atPath: directory + "/revocations.json")
+    #expect((attributes[.posixPermissions] as? Int) == 0o600)
+    #expect(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains(".tmp-") }.isEmpty)
+
+    #expect(server.match(claims(subject: "alice")) == nil, "not yet reloaded")
+    #expect(try server.reloadIfChanged() == true)
+    #expect(server.match(claims(subject: "alice"))?.kind == .subject)
+    #expect(server.match(claims(subject: "bob")) == nil)
+    #expect(try server.reloadIfChanged() == false, "unchanged file")
+
+    // A revocation through the server's store keeps the CLI's entry (each writer re-reads the file).
+    try server.revoke(.role, "readwrite", now: t0)
+    #expect(try RevocationStore(dataDirectory: directory).list.entries.map(\.value) == ["alice", "readwrite"])
+
+    // A restart reads the file.
+    let restarted = try RevocationStore(dataDirectory: directory)
+    #expect(restarted.match(claims(subject: "alice"))?.kind == .subject)
+}
+
+@Test func aBrokenFileKeepsTheRevocationsInForceAndStopsAStart() throws {
+    let directory = try scratch()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try RevocationStore(dataDirectory: directory)
+    try store.revoke(.subject, "alice", now: t0)
+    try "{not json".write(toFile: directory + "/revocations.json", atomically: true, encoding: .utf8)
+    #expect(throws: RevocationStoreError.self) { try store.reloadIfChanged() }
+    #expect(store.match(claims(subject: "alice")) != nil, "the last good list stays")
+    #expect(throws: RevocationStoreError.self) { try RevocationStore(dataDirectory: directory) }
+}
+
+@Test func writingPrunesEntriesWhoseTokensHaveAllExpired() throws {
+    let directory = try scratch()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try RevocationStore(dataDirectory: directory, maxTokenLifetime: 900)
+    try store.revoke(.subject, "old", now: t0)
+    try store.revoke(.subject, "new", now: t0.addingTimeInterval(900 + 60))
+    #expect(store.list.entries.map(\.value) == ["new"])
+    try store.revoke(.subject, "newer", now: t0.addingTimeInterval(900 + 60 + 10))
+    #expect(store.list.entries.map(\.value) == ["new", "newer"])
+}
+
+@Test func theRootKeyAndEmptyValuesCannotBeRevoked() throws {
+    let directory = try scratch()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let store = try RevocationStore(dataDirectory: directory)
+    #expect(throws: RevocationStoreError.self) { try store.revoke(.accessKeyId, "TGABCDEF", now: t0) }
+    #expect(throws: RevocationStoreError.self) { try store.revoke(.subject, "", now: t0) }
+    #expect(!FileManager.default.fileExists(atPath: directory + "/revocations.json"))
+}
+
+@Test func theAdminEndpointRefusesUnsignedAndNonRootCallers() async throws {
+    let fixture = try Fixture()
+    defer { fixture.remove() }
+    var state = fixture.state
+    state.revocations = try RevocationStore(dataDirectory: fixture.directory + "/data")
+    let log = CapturedLog()
+    let app = Application(router: buildTokenRouter(state: state), logger: log.logger())
+    try await app.test(.router) { client in
+        try await client.execute(uri: "/admin/revoke", method: .post, body: ByteBuffer(string: #"{"Subject":"alice"}"#)) { response in
+            #expect(response.status == .forbidden)
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8)) as? [String: Any])
+            #expect(json["StatusCode"] as? Int == 403)
+            #expect(json["ErrorCode"] as? String == "AccessDenied")
+        }
+        // Signed by a key that is not the root's (the signature itself is not reached).
+        let headers: HTTPFields = [
+            .authorization: "AWS4-HMAC-SHA256 Credential=STS.AAAAAAAAAAAAAAAAAAAAAAAA/20260101/us-east-1/tollgate/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=00",
+            HTTPField.Name("x-amz-date")!: "20260101T000000Z",
+            HTTPField.Name("x-amz-content-sha256")!: String(repeating: "0", count: 64),
+        ]
+        try await client.execute(uri: "/admin/revoke", method: .post, headers: headers, body: ByteBuffer(string: "{}")) { response in
+            #expect(response.status == .forbidden)
+            #expect(String(buffer: response.body).hasPrefix(#"{"StatusCode":403,"ErrorCode":""#))
+        }
+    }
+    #expect(state.revocations?.list.isEmpty == true)
+    #expect(log.all.filter { $0.contains("admin request refused") }.count == 2)
+    #expect(!log.text.contains("Signature=00"))
+}
