@@ -35,7 +35,7 @@ cat > "$WORK/config.json" <<JSON
  "TokenExpireTime": "900", "PolicyFile": "policy/all_policy.txt",
  "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
  "Variables": {"BUCKET_NAME": "bench"},
- "RateLimits": {"PerAddressPerMinute": 600000000}}
+ "RateLimits": {"PerAddressPerMinute": 600000000, "PerSubjectPerMinute": 600000000}}
 JSON
 HEADER=()
 if [ "$AUTHENTICATED" = true ]; then
