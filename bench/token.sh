@@ -49,7 +49,8 @@ import json, sys
 path, port = sys.argv[1], sys.argv[2]
 config = json.load(open(path))
 config["Authentication"] = {"Providers": [{"Issuer": f"http://127.0.0.1:{port}", "JWKSURL": f"http://127.0.0.1:{port}/jwks.json",
-                                           "Audiences": ["bench-app"], "Algorithms": ["RS256"]}]}
+                                           "Audiences": ["bench-app"], "Algorithms": ["RS256"]}],
+                            "DefaultRole": "default"}
 json.dump(config, open(path, "w"))
 PY
   HEADER=(-H "Authorization: Bearer $(cat "$WORK/token")")
