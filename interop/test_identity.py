@@ -222,6 +222,26 @@ def test_claims_and_session_tags_decide_gateway_requests(tg, keys):
     assert error_of(excinfo) == ("AccessDenied", 403)
 
 
+def test_a_claim_that_maps_to_no_role_is_refused_without_a_default_role(keys):
+    key_server, rsa_key, _ = keys
+    server = Server({
+        "AccessKeySecret": ROOT_SECRET,
+        "Authentication": {
+            "Providers": [{"Issuer": key_server.issuer, "JWKSURL": key_server.url, "Audiences": [AUDIENCE],
+                           "Algorithms": ["RS256"]}],
+            "RoleRules": [{"Claim": "groups", "Match": "Equals", "Value": "editors", "Role": "readwrite"}],
+        },
+    }).start()
+    try:
+        status, body = vend(server, rsa_key.token(key_server.issuer, "ivan", groups=["viewers"]))
+        assert (status, body["ErrorCode"]) == (403, "IDPRejectedClaim")
+        assert "AccessKeyId" not in body
+        status, body = vend(server, rsa_key.token(key_server.issuer, "judy", groups=["editors"]))
+        assert status == 200, body
+    finally:
+        server.cleanup()
+
+
 def test_durations_are_bounded_by_the_role(tg, keys):
     key_server, rsa_key, _ = keys
     token = rsa_key.token(key_server.issuer, "erin")
@@ -333,6 +353,17 @@ def test_assume_role_with_web_identity_gives_working_isolated_credentials(tg, ke
     who = sts_client(tg, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"]).get_caller_identity()
     assert who["Arn"] == "arn:aws:sts::000000000000:assumed-role/isolated/alice-phone"
     assert who["Account"] == "000000000000"
+    # Bob, with an ES256 login token, through the same STS call: his own prefix only.
+    bob = sts_client(tg).assume_role_with_web_identity(
+        RoleArn=ROLE_ARN.format("isolated"), RoleSessionName="bob-phone",
+        WebIdentityToken=ec_key.token(key_server.issuer, "bob"))["Credentials"]
+    bob_s3 = s3_client(tg, as_endpoint_json(bob))
+    bob_s3.put_object(Bucket=BUCKET, Key="bob/via-sts", Body=b"bob")
+    for attempt in (lambda: bob_s3.get_object(Bucket=BUCKET, Key="alice/via-sts"),
+                    lambda: bob_s3.delete_object(Bucket=BUCKET, Key="alice/via-sts")):
+        with pytest.raises(ClientError) as excinfo:
+            attempt()
+        assert error_of(excinfo) == ("AccessDenied", 403)
 
 
 def sts_error(call) -> str:
@@ -515,3 +546,26 @@ def test_webhook_refusals(hooked):
         assert (got_status, body["ErrorCode"]) == (status, code), (token, body)
         assert "AccessKeyId" not in body
     assert "session revoked" in vend(tg, "session-revoked")[1]["ErrorMessage"]
+
+
+def test_sts_throttles_a_subject_beyond_its_limit(keys):
+    key_server, rsa_key, _ = keys
+    server = Server({
+        "AccessKeySecret": ROOT_SECRET,
+        "RateLimits": {"PerSubjectPerMinute": 2, "PerSubjectBurst": 2},
+        "Authentication": {"Providers": [{"Issuer": key_server.issuer, "JWKSURL": key_server.url, "Audiences": [AUDIENCE],
+                                          "Algorithms": ["RS256"]}], "DefaultRole": "isolated"},
+    }).start()
+    try:
+        sts = sts_client(server)
+        call = lambda subject: sts.assume_role_with_web_identity(
+            RoleArn=ROLE_ARN.format("isolated"), RoleSessionName="s1", WebIdentityToken=rsa_key.token(key_server.issuer, subject))
+        call("kate")
+        call("kate")
+        with pytest.raises(ClientError) as excinfo:
+            call("kate")
+        assert excinfo.value.response["Error"]["Code"] == "Throttling"
+        assert excinfo.value.response["ResponseMetadata"]["HTTPStatusCode"] == 429
+        call("liam")  # another user is unaffected
+    finally:
+        server.cleanup()

@@ -97,6 +97,13 @@ struct STSAPI: Sendable {
         let now = controller.clock()
         let decision = try await controller.decide(loginToken: webIdentityToken, role: role,
                                                    duration: parameters.fields["DurationSeconds"], now: now)
+        if let subject = decision.subject {
+            do {
+                try controller.rateLimits?.admit(subject: subject, address: context.clientAddress, now: now, logger: context.logger)
+            } catch {
+                throw Failure(429, "Throttling", "Rate exceeded")
+            }
+        }
         let issued = try controller.tokens.issue(subject: decision.subject, role: decision.role, sessionName: sessionName,
                                                  sessionPolicy: sessionPolicy, claims: decision.claims,
                                                  duration: Int64(decision.duration), now: now)
