@@ -67,10 +67,7 @@ struct AdminController: Sendable {
 
     /// SigV4 over the root secret, service `tollgate`; nothing else is accepted.
     private func authenticate(_ request: Request, context: TollgateRequestContext) throws(TokenEndpointError) -> S3VerifiedRequest {
-        var headers = SignatureHeaders()
-        if let authority = request.head.authority { headers.add(name: "host", value: authority) }
-        for field in request.headers { headers.add(name: field.name.canonicalName, value: field.value) }
-        let signed = SignatureRequest(method: request.method.rawValue, target: request.head.path ?? "/", headers: headers, now: clock())
+        let signed = SignatureRequest(request, now: clock())
         let root = self.root
         do {
             return try S3SigV4.verify(signed, service: Self.service) { (query) throws(CredentialLookupError) in

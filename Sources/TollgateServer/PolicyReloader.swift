@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import TollgatePolicy
-import UnixSignals
 
 /// Reloads the role policies when a policy file changes (checked every `interval`) and on
 /// SIGHUP. A broken edit is logged with its diagnostics and the policies in force stay.
@@ -18,31 +17,17 @@ public struct PolicyReloader: Service {
     }
 
     public func run() async throws {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await _ in await UnixSignalsSequence(trapping: .sighup) {
-                    reload(reason: "SIGHUP")
-                }
-            }
-            group.addTask {
-                var seen = policies.fileStamps()
-                while !Task.isCancelled {
-                    do { try await Task.sleep(for: interval) } catch { return }
-                    let now = policies.fileStamps()
-                    if now != seen {
-                        seen = now
-                        reload(reason: "file changed")
-                    }
-                }
-            }
-            try? await gracefulShutdown()
-            group.cancelAll()
-        }
+        await runReloadLoop(every: interval, poll: { reload(reason: "file changed", onlyIfChanged: true) },
+                            onSignal: { reload(reason: "SIGHUP", onlyIfChanged: false) })
     }
 
-    func reload(reason: String) {
+    func reload(reason: String, onlyIfChanged: Bool) {
         do {
-            try policies.reload()
+            if onlyIfChanged {
+                guard try policies.reloadIfChanged() else { return }
+            } else {
+                try policies.reload()
+            }
             logger.info("policies reloaded", metadata: ["policy.reason": "\(reason)", "policy.roles": "\(policies.roleNames.joined(separator: ","))"])
         } catch {
             for diagnostic in error.diagnostics {

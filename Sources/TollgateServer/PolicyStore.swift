@@ -9,12 +9,16 @@ public final class PolicyStore: Sendable {
     private let roles: [String: String]
     private let variables: [String: String]
     private let policies: Mutex<[String: Policy]>
+    /// The policy files' stamps when last looked at, for `reloadIfChanged`.
+    private let seenStamps: Mutex<[String: String]>
 
     /// Loads every role's policy; throws the diagnostics of all broken files.
     public init(roles: [String: String], variables: [String: String]) throws(PolicyLoadError) {
         self.roles = roles
         self.variables = variables
         self.policies = Mutex(try Self.loadAll(roles: roles, variables: variables))
+        self.seenStamps = Mutex([:])
+        seenStamps.withLock { $0 = fileStamps() }
     }
 
     public convenience init(config: TollgateConfig) throws(PolicyLoadError) {
@@ -36,6 +40,18 @@ public final class PolicyStore: Sendable {
 
     public func policy(forRole role: String) -> Policy? {
         policies.withLock { $0[role] }
+    }
+
+    /// Re-reads every file when one changed since last looked at; false when none did. A broken
+    /// edit is reported once: its stamp counts as seen.
+    public func reloadIfChanged() throws(PolicyLoadError) -> Bool {
+        let stamps = fileStamps()
+        guard seenStamps.withLock({ seen in
+            defer { seen = stamps }
+            return seen != stamps
+        }) else { return false }
+        try reload()
+        return true
     }
 
     /// Re-reads every file. On any error the current policies stay in force and the error is thrown.

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import ServiceLifecycle
-import UnixSignals
 
 /// Picks up revocations written by another process (`tollgate token revoke`): checks the
 /// revocation file's inode, size and modification time every `interval`, and on SIGHUP. A file
@@ -18,21 +17,7 @@ public struct RevocationWatcher: Service {
     }
 
     public func run() async throws {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await _ in await UnixSignalsSequence(trapping: .sighup) {
-                    reload(reason: "SIGHUP")
-                }
-            }
-            group.addTask {
-                while !Task.isCancelled {
-                    do { try await Task.sleep(for: interval) } catch { return }
-                    reload(reason: "file changed")
-                }
-            }
-            try? await gracefulShutdown()
-            group.cancelAll()
-        }
+        await runReloadLoop(every: interval, poll: { reload(reason: "file changed") }, onSignal: { reload(reason: "SIGHUP") })
     }
 
     func reload(reason: String) {

@@ -160,12 +160,7 @@ struct STSAPI: Sendable {
 
     /// SigV4 for service `sts`, with the root secret or a vended credential's re-derived one.
     func authenticate(_ request: Request, body: [UInt8], context: TollgateRequestContext, now: Date) throws -> GatewayIdentity {
-        let target = request.head.path ?? "/"
-        let (rawPath, rawQuery) = Gateway.split(target)
-        var headers = SignatureHeaders()
-        if let authority = request.head.authority { headers.add(name: "host", value: authority) }
-        for field in request.headers { headers.add(name: field.name.canonicalName, value: field.value) }
-        let signed = SignatureRequest(method: request.method.rawValue, rawPath: rawPath, rawQuery: rawQuery, headers: headers, now: now)
+        let signed = SignatureRequest(request, now: now)
         let bodyHash: String
         do { bodyHash = Hex.encode(try Crypto.sha256(body)) } catch { throw Failure(500, "InternalFailure", "The request could not be processed.") }
         do {

@@ -50,13 +50,8 @@ struct Gateway: HTTPResponder, Sendable {
 
     func respond(to request: Request, context: Context) async throws -> Response {
         let requestID = RequestID.next()
-        let target = request.head.path ?? "/"
-        let (rawPath, rawQuery) = Self.split(target)
-        var headers = SignatureHeaders()
-        // HTTPTypes keeps Host as the request's authority; signatures cover it as `host`.
-        if let authority = request.head.authority { headers.add(name: "host", value: authority) }
-        for field in request.headers { headers.add(name: field.name.canonicalName, value: field.value) }
-        let signed = SignatureRequest(method: request.method.rawValue, rawPath: rawPath, rawQuery: rawQuery, headers: headers, now: clock())
+        let signed = SignatureRequest(request, now: clock())
+        let rawPath = signed.rawPath
         let scheme = SignatureScheme.detect(signed)
         let dialect: Dialect = scheme.isOSS ? .oss : .s3
         let isHead = request.method == .head
