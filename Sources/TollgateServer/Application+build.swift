@@ -35,6 +35,14 @@ public struct TollgateState: Sendable {
     }
 }
 
+/// The swift-metrics factory `tollgate serve` bootstraps: Prometheus, with the gateway's
+/// request duration histogram in buckets from half a millisecond to a minute.
+public func makeMetricsFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+    var factory = PrometheusMetricsFactory(registry: registry)
+    factory.durationHistogramBuckets[GatewayMetrics.durationLabel] = GatewayMetrics.durationBuckets
+    return factory
+}
+
 /// The token listener's router (port 7080): token endpoint, `/healthz`, `/metrics`.
 public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorRegistry? = nil) -> Router<TollgateRequestContext> {
     let router = Router(context: TollgateRequestContext.self)

@@ -21,7 +21,10 @@ public struct TollgateRequestContext: RequestContext, RemoteAddressRequestContex
     /// The client's IP address as text, or "-" when unknown. IPv4 addresses are written here
     /// directly: NIO's `ipAddress` goes through `inet_ntop` and a C string, and every issued
     /// token logs this.
-    public var clientAddress: String {
+    public var clientAddress: String { Self.describe(remoteAddress) }
+
+    /// An address as ``clientAddress`` writes it.
+    static func describe(_ remoteAddress: SocketAddress?) -> String {
         switch remoteAddress {
         case .v4(let address): Self.dottedQuad(address.address.sin_addr)
         case let other?: other.ipAddress ?? "-"

@@ -4,7 +4,6 @@ import Hummingbird
 import Logging
 import Metrics
 import NIOCore
-import Synchronization
 import TollgateIdentity
 import TollgateToken
 
@@ -27,7 +26,15 @@ struct TokenController: Sendable {
     /// Per address and per subject (`RateLimits`); nil: none.
     let rateLimits: TokenRateLimits?
     let clock: @Sendable () -> Date
-    let issuedCounters = IssuedCounters()
+    /// `tollgate_tokens_issued_total{role=…}`, one counter per role, made once.
+    let issuedCounters = InstrumentCache<String, Counter> { role in
+        Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", role)])
+    }
+    /// `tollgate_token_refusals_total{code=…}`: requests refused with an identity error (the
+    /// fixed set of `IdentityError` codes: missing or invalid login token, rejected claim, …).
+    let refusalCounters = InstrumentCache<String, Counter> { code in
+        Counter(label: "tollgate_token_refusals_total", dimensions: [("code", code)])
+    }
 
     func addRoutes(to router: Router<TollgateRequestContext>) {
         for path in Self.paths {
@@ -149,6 +156,7 @@ struct TokenController: Sendable {
                 try rateLimits?.admit(subject: subject, address: context.clientAddress, now: now, logger: context.logger)
             }
         } catch let error as IdentityError {
+            refusalCounters[error.code].increment()
             context.logger.info("token refused", metadata: [
                 "token.refusal": .string(error.code), "token.reason": .string(error.message),
                 "client.address": .string(context.clientAddress),
@@ -186,7 +194,7 @@ struct TokenController: Sendable {
                 "client.address": .string(context.clientAddress),
             ]
         )
-        issuedCounters.counter(role: issued.claims.role).increment()
+        issuedCounters[issued.claims.role].increment()
     }
 
     /// POSTs the presented token to the app's login webhook.
@@ -207,20 +215,6 @@ struct TokenController: Sendable {
         guard response.status == .ok else { throw IdentityError.communication("\(url) answered \(response.status.code)") }
         let body = try await response.body.collect(upTo: JWKSCache.maxDocumentBytes)
         return Array(buffer: body)
-    }
-}
-
-/// `tollgate_tokens_issued_total{role=…}`, one counter per role, made once.
-final class IssuedCounters: Sendable {
-    private let counters = Mutex<[String: Counter]>([:])
-
-    func counter(role: String) -> Counter {
-        counters.withLock { counters in
-            if let counter = counters[role] { return counter }
-            let counter = Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", role)])
-            counters[role] = counter
-            return counter
-        }
     }
 }
 

@@ -32,7 +32,7 @@ struct ServeCommand: AsyncParsableCommand {
         LoggingSystem.bootstrap(LogOutput.standardOutput.handler(logLevel: logLevel))
         defer { LogOutput.standardOutput.flush() }
         let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        MetricsSystem.bootstrap(makeMetricsFactory(registry: registry))
         let logger = Logger(label: "tollgate")
 
         if !config.unknownKeys.isEmpty {

@@ -21,6 +21,7 @@ struct Gateway: HTTPResponder, Sendable {
     /// Virtual-host addressing: `bucket.<baseDomain>`.
     let baseDomain: String?
     let clock: @Sendable () -> Date
+    let metrics = GatewayMetrics()
 
     /// A routed, authenticated and authorized request: what every handler receives.
     struct Call: Sendable {
@@ -36,6 +37,8 @@ struct Gateway: HTTPResponder, Sendable {
 
         /// The client's IP address, for `aws:SourceIp`.
         var sourceIP: String? { remoteAddress?.ipAddress }
+        /// The client's address as logs write it.
+        var clientAddress: String { TollgateRequestContext.describe(remoteAddress) }
         /// The request's logger, with its id and access key (built only when something is logged).
         var logger: Logger {
             var logger = baseLogger
@@ -49,6 +52,7 @@ struct Gateway: HTTPResponder, Sendable {
     }
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        let start = GatewayMetrics.now()
         let requestID = RequestID.next()
         let signed = SignatureRequest(request, now: clock())
         let rawPath = signed.rawPath
@@ -56,26 +60,15 @@ struct Gateway: HTTPResponder, Sendable {
         let dialect: Dialect = scheme.isOSS ? .oss : .s3
         let isHead = request.method == .head
         var addressed: (bucket: String?, key: String?)?
+        var operation: GatewayOperation?
         do {
             let (bucket, key) = try address(host: request.head.authority, rawPath: rawPath)
             addressed = (bucket, key)
             let query = Self.decodeQuery(signed.rawQueryItems)
             let copySource = request.headers[dialect == .s3 ? .amzCopySource : .ossCopySource]
             let route = try GatewayRoute.route(method: request.method.rawValue, bucket: bucket, key: key, query: query, copySource: copySource)
-
-            let identity: GatewayIdentity
-            switch scheme {
-            case .anonymous:
-                throw GatewayError.accessDenied("Anonymous access is not allowed; sign the request with credentials from the token endpoint.")
-            case .unsupported(let name):
-                throw GatewayError(.badRequest, "InvalidRequest",
-                                   "The authorization mechanism you have provided (\(name)) is not supported. Please use AWS4-HMAC-SHA256.")
-            case .s3SigV4Header, .s3SigV4Query:
-                identity = try authenticator.authenticateS3(signed)
-            case .ossV1Header, .ossV1Query, .ossV4Header, .ossV4Query:
-                identity = try authenticator.authenticateOSS(signed, bucket: bucket, key: key)
-            }
-            try authenticator.refuseIfRevoked(identity, dialect: dialect, context: context)
+            operation = route.operation
+            let identity = try authenticate(signed, scheme: scheme, dialect: dialect, bucket: bucket, key: key, context: context)
             let call = Call(request: request, route: route, identity: identity, dialect: dialect, query: query, requestID: requestID,
                             remoteAddress: context.remoteAddress, baseLogger: context.logger)
             try authorize(call)
@@ -85,9 +78,12 @@ struct Gateway: HTTPResponder, Sendable {
             }
             var response = try await handle(call)
             response.headers[dialect == .s3 ? HTTPField.Name.amzRequestID : HTTPField.Name.ossRequestID] = requestID
+            metrics.request(operation, dialect: dialect, status: Int(response.status.code), startedAt: start)
             return response
         } catch {
+            metrics.failed(error)
             let gatewayError = Self.gatewayError(error, dialect: dialect, bucket: addressed?.bucket, key: addressed?.key)
+            metrics.request(operation, dialect: dialect, status: Int(gatewayError.status.code), startedAt: start)
             if gatewayError.status == .internalServerError {
                 context.logger.error("gateway request failed", metadata: ["error": "\(error)", "gateway.request_id": "\(requestID)"])
             }
@@ -145,7 +141,38 @@ struct Gateway: HTTPResponder, Sendable {
         return query
     }
 
-    // MARK: Authorization
+    // MARK: Authentication and authorization
+
+    /// Verifies the signature (root or a vended credential) and refuses revoked credentials;
+    /// every refusal is counted by its reason.
+    func authenticate(_ signed: SignatureRequest, scheme: SignatureScheme, dialect: Dialect, bucket: String?, key: String?,
+                      context: Context) throws -> GatewayIdentity {
+        let identity: GatewayIdentity
+        switch scheme {
+        case .anonymous:
+            metrics.denied(.missingAuth)
+            throw GatewayError.accessDenied("Anonymous access is not allowed; sign the request with credentials from the token endpoint.")
+        case .unsupported(let name):
+            metrics.denied(.malformedAuth)
+            throw GatewayError(.badRequest, "InvalidRequest",
+                               "The authorization mechanism you have provided (\(name)) is not supported. Please use AWS4-HMAC-SHA256.")
+        case .s3SigV4Header, .s3SigV4Query:
+            do throws(S3AuthError) { identity = try authenticator.authenticateS3(signed) } catch {
+                metrics.denied(DenialReason(error))
+                throw error
+            }
+        case .ossV1Header, .ossV1Query, .ossV4Header, .ossV4Query:
+            do throws(OSSAuthError) { identity = try authenticator.authenticateOSS(signed, bucket: bucket, key: key) } catch {
+                metrics.denied(DenialReason(error))
+                throw error
+            }
+        }
+        do { try authenticator.refuseIfRevoked(identity, dialect: dialect, context: context) } catch {
+            metrics.denied(.revoked)
+            throw error
+        }
+        return identity
+    }
 
     /// Decides with the token's policy before any body byte is read. The root credentials may
     /// do anything. DeleteObjects is checked per key by its handler, as S3 reports per key;
@@ -153,12 +180,17 @@ struct Gateway: HTTPResponder, Sendable {
     /// delete nothing there is refused before its body is read, whether the bucket exists or not.
     func authorize(_ call: Call) throws(GatewayError) {
         guard let claims = call.identity.claims else { return }
-        let policy = try effectivePolicy(claims)
+        let policy: EffectivePolicy
+        do throws(GatewayError) { policy = try effectivePolicy(claims) } catch {
+            denied(call, claims: claims, outcome: .implicitDeny, policyFile: "-", statement: error.message)
+            throw error
+        }
         let route = call.route
         if case .deleteObjects(let bucket) = route {
-            guard policy.mayAllowSomeObject(.deleteObject, bucket: bucket, context: policyContext(call, claims: claims)) else {
-                call.logger.info("gateway request denied", metadata: ["policy.decision": "no statement allows deleting in the bucket",
-                                                                      "gateway.operation": "\(route.operation.rawValue)"])
+            let context = policyContext(call, claims: claims)
+            guard policy.mayAllowSomeObject(.deleteObject, bucket: bucket, context: context) else {
+                let refusing = policy.role.mayAllowSomeObject(.deleteObject, bucket: bucket, context: context) ? policy.session : policy.role
+                denied(call, claims: claims, outcome: .implicitDeny, policyFile: refusing?.file ?? "-", statement: "no statement allowed")
                 throw .accessDenied()
             }
             return
@@ -172,9 +204,30 @@ struct Gateway: HTTPResponder, Sendable {
         }
         let decision = policy.evaluate(checks, context: policyContext(call, claims: claims))
         guard decision.isAllowed else {
-            call.logger.info("gateway request denied", metadata: ["policy.decision": "\(decision.summary)", "gateway.operation": "\(route.operation.rawValue)"])
+            denied(call, claims: claims, outcome: decision.outcome, policyFile: decision.statement?.file ?? decision.policyFile ?? "-",
+                   statement: decision.statement.map(\.description) ?? "no statement allowed")
             throw .accessDenied()
         }
+    }
+
+    /// Counts a policy denial and writes its audit line: what was asked (operation, bucket, key),
+    /// by whom (access key id, subject, role, address; never a secret or token), and which
+    /// policy and statement decided. Formatted only here, on the refusal path.
+    func denied(_ call: Call, claims: TokenClaims, outcome: PolicyDecision.Outcome, policyFile: String, statement: String) {
+        metrics.denied(DenialReason(outcome))
+        var metadata: Logger.Metadata = [
+            "gateway.operation": .string(call.route.operation.rawValue),
+            "gateway.bucket": .string(call.route.bucket ?? "-"),
+            "gateway.key": .string(call.route.key ?? "-"),
+            "token.subject": .string(claims.subject ?? "-"),
+            "token.role": .string(claims.role),
+            "client.address": .string(call.clientAddress),
+            "policy.decision": .string(outcome == .explicitDeny ? "Deny (explicit)" : "Deny (implicit)"),
+            "policy.file": .string(policyFile),
+            "policy.statement": .string(statement),
+        ]
+        if let source = call.route.copySource { metadata["gateway.copy_source"] = .string(source) }
+        call.logger.info("gateway request denied", metadata: metadata)
     }
 
     func effectivePolicy(_ claims: TokenClaims) throws(GatewayError) -> EffectivePolicy {

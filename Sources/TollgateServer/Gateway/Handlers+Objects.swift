@@ -32,7 +32,14 @@ extension Gateway {
         headers[.contentLength] = String(read.contentLength)
         if read.isPartial { headers[.contentRange] = read.contentRange }
         // A body already in memory goes out with its head in one write; larger ones stream.
-        let body = read.body.singleBuffer.map { ResponseBody(byteBuffer: $0) } ?? ResponseBody(asyncSequence: read.body)
+        let sent = metrics.bytesSent(call.dialect)
+        let body: ResponseBody
+        if let single = read.body.singleBuffer {
+            sent.increment(by: Int64(single.readableBytes))
+            body = ResponseBody(byteBuffer: single)
+        } else {
+            body = ResponseBody(asyncSequence: CountedBody(base: read.body, counter: sent))
+        }
         return Response(status: read.isPartial ? .partialContent : .ok, headers: headers, body: body)
     }
 
@@ -142,7 +149,8 @@ extension Gateway {
     }
 
     func verifiedBody(_ call: Call) throws -> VerifiedBody<RequestBody> {
-        VerifiedBody(base: call.request.body, check: try BodyCheck.forRequest(identity: call.identity, contentMD5: call.headers[.contentMD5]))
+        VerifiedBody(base: call.request.body, check: try BodyCheck.forRequest(identity: call.identity, contentMD5: call.headers[.contentMD5]),
+                     received: metrics.bytesReceived(call.dialect))
     }
 
     func putObject(_ call: Call, bucket: String, key: String) async throws -> Response {

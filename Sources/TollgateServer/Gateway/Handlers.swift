@@ -83,7 +83,7 @@ extension Gateway {
     func collectXMLBody(_ call: Call, limit: Int = RequestBodies.maxBytes) async throws -> [UInt8] {
         let tooBig = GatewayError(.badRequest, "MaxMessageLengthExceeded", "Your request was too big.")
         if let length = call.headers[.contentLength].flatMap(Int.init), length > limit { throw tooBig }
-        let body = VerifiedBody(base: call.request.body, check: try BodyCheck.forRequest(identity: call.identity, contentMD5: call.headers[.contentMD5]))
+        let body = try verifiedBody(call)
         var collected = ByteBuffer()
         for try await buffer in body {
             guard collected.readableBytes + buffer.readableBytes <= limit else { throw tooBig }

@@ -1,3 +1,4 @@
+import Metrics
 import NIOCore
 import TollgateCrypto
 import TollgateSignature
@@ -28,19 +29,22 @@ enum BodyCheck: Sendable {
 
 /// A request body that is decoded (aws-chunked) and verified as it streams. When the client's
 /// stream ends, every digest is checked; a mismatch throws, so the store discards the upload
-/// before committing anything.
+/// before committing anything. The bytes received are counted as they pass.
 struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let base: Base
     let check: BodyCheck
+    /// `tollgate_gateway_bytes_received_total` of the request's dialect.
+    let received: Counter
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(base: base.makeAsyncIterator(), checker: Checker(check))
+        Iterator(base: base.makeAsyncIterator(), checker: Checker(check), received: received)
     }
 
     struct Iterator: AsyncIteratorProtocol {
         var base: Base.AsyncIterator
         let checker: Checker
+        let received: Counter
         var finished = false
 
         mutating func next() async throws -> ByteBuffer? {
@@ -50,6 +54,7 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
                     try checker.finish()
                     return nil
                 }
+                received.increment(by: Int64(buffer.readableBytes))
                 if let out = try checker.process(buffer) { return out }
             }
             return nil
