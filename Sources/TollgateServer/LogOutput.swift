@@ -2,7 +2,8 @@ import Foundation
 import Logging
 import Synchronization
 
-/// Structured log lines (`time level label: message key=value …`) written to standard output
+/// Structured log lines (`time level label: message key=value …`, or one JSON object per line
+/// with `LOG_FORMAT=json`) written to standard output
 /// through a buffer that a background thread drains every few milliseconds. swift-log's
 /// `StreamLogHandler` flushes stdout on every line, which on the token endpoint's hot path
 /// cost more than minting the token itself.
@@ -52,15 +53,33 @@ public final class LogOutput: Sendable {
         }
     }
 
+    /// How each line is written.
+    public enum Format: Sendable {
+        /// `time level label: message key=value …`
+        case text
+        /// `{"time":…,"level":…,"label":…,"message":…,"key":"value",…}`, for log shippers.
+        case json
+
+        /// `LOG_FORMAT`: `json`, or text when unset. Nil for any other value.
+        public init?(environment value: String?) {
+            switch value?.lowercased() {
+            case nil, "", "text": self = .text
+            case "json": self = .json
+            default: return nil
+            }
+        }
+    }
+
     /// A swift-log factory writing to this output.
-    public func handler(logLevel: Logger.Level) -> @Sendable (String) -> any LogHandler {
-        { label in Handler(label: label, output: self, logLevel: logLevel) }
+    public func handler(logLevel: Logger.Level, format: Format = .text) -> @Sendable (String) -> any LogHandler {
+        { label in Handler(label: label, output: self, logLevel: logLevel, format: format) }
     }
 
     struct Handler: LogHandler {
         let label: String
         let output: LogOutput
         var logLevel: Logger.Level
+        let format: Format
         var metadata: Logger.Metadata = [:]
 
         subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -71,9 +90,17 @@ public final class LogOutput: Sendable {
         func log(event: LogEvent) {
             var line: [UInt8] = []
             line.reserveCapacity(320)
-            LogOutput.appendTimestamp(to: &line)
-            line.append(UInt8(ascii: " "))
-            LogOutput.appendEntry(level: event.level, label: label, message: event.message, metadata: event.metadata, context: metadata, to: &line)
+            switch format {
+            case .text:
+                LogOutput.appendTimestamp(to: &line)
+                line.append(UInt8(ascii: " "))
+                LogOutput.appendEntry(level: event.level, label: label, message: event.message, metadata: event.metadata, context: metadata, to: &line)
+            case .json:
+                var time: [UInt8] = []
+                LogOutput.appendTimestamp(to: &time)
+                LogOutput.appendJSONEntry(time: time, level: event.level, label: label, message: event.message,
+                                          metadata: event.metadata, context: metadata, to: &line)
+            }
             output.append(line)
         }
     }
@@ -90,19 +117,73 @@ public final class LogOutput: Sendable {
         line.append(UInt8(ascii: ":"))
         line.append(UInt8(ascii: " "))
         append(message.description, to: &line)
-        var fields = metadata.map(Array.init) ?? []
-        for (key, value) in context where metadata?[key] == nil { fields.append((key, value)) }
-        fields.sort { $0.key < $1.key }
-        for (key, value) in fields {
+        for (key, value) in fields(metadata, context) {
             line.append(UInt8(ascii: " "))
             append(key, to: &line)
             line.append(UInt8(ascii: "="))
-            switch value {
-            case .string(let string): appendValue(string, to: &line)
-            case .stringConvertible(let convertible): appendValue(convertible.description, to: &line)
-            default: appendValue(value.description, to: &line)
+            appendValue(text(value), to: &line)
+        }
+    }
+
+    /// A line as one JSON object: `time`, `level`, `label`, `message`, then every metadata key
+    /// in order, each value a string.
+    static func appendJSONEntry(
+        time: [UInt8], level: Logger.Level, label: String, message: Logger.Message, metadata: Logger.Metadata?,
+        context: Logger.Metadata, to line: inout [UInt8]
+    ) {
+        line.append(contentsOf: #"{"time":""#.utf8)
+        line.append(contentsOf: time)
+        line.append(contentsOf: #"","level":"#.utf8)
+        appendJSONString(level.rawValue, to: &line)
+        line.append(contentsOf: #","label":"#.utf8)
+        appendJSONString(label, to: &line)
+        line.append(contentsOf: #","message":"#.utf8)
+        appendJSONString(message.description, to: &line)
+        for (key, value) in fields(metadata, context) {
+            line.append(UInt8(ascii: ","))
+            appendJSONString(key, to: &line)
+            line.append(UInt8(ascii: ":"))
+            appendJSONString(text(value), to: &line)
+        }
+        line.append(UInt8(ascii: "}"))
+    }
+
+    /// The event's metadata and the logger's (the event's winning), sorted by key.
+    static func fields(_ metadata: Logger.Metadata?, _ context: Logger.Metadata) -> [(key: String, value: Logger.MetadataValue)] {
+        var fields = metadata.map(Array.init) ?? []
+        for (key, value) in context where metadata?[key] == nil { fields.append((key, value)) }
+        fields.sort { $0.key < $1.key }
+        return fields
+    }
+
+    static func text(_ value: Logger.MetadataValue) -> String {
+        switch value {
+        case .string(let string): string
+        case .stringConvertible(let convertible): convertible.description
+        default: value.description
+        }
+    }
+
+    /// A JSON string: `"` and `\` escaped, control characters and DEL as `\n`, `\r`, `\t` or
+    /// `\u00XX`, everything else (UTF-8) as is.
+    static func appendJSONString(_ string: String, to bytes: inout [UInt8]) {
+        var string = string
+        bytes.append(UInt8(ascii: "\""))
+        string.withUTF8 { utf8 in
+            for byte in utf8 {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), byte]
+                case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+                case UInt8(ascii: "\r"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+                case UInt8(ascii: "\t"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+                case _ where isControl(byte):
+                    let hex = Array("0123456789abcdef".utf8)
+                    bytes += Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+                default: bytes.append(byte)
+                }
             }
         }
+        bytes.append(UInt8(ascii: "\""))
     }
 
     /// Text outside a value (level, label, message, key) as is, with control characters escaped.

@@ -29,7 +29,11 @@ struct ServeCommand: AsyncParsableCommand {
         }
 
         let logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
-        LoggingSystem.bootstrap(LogOutput.standardOutput.handler(logLevel: logLevel))
+        guard let logFormat = LogOutput.Format(environment: ProcessInfo.processInfo.environment["LOG_FORMAT"]) else {
+            printError("tollgate: LOG_FORMAT must be text or json")
+            throw ExitCode(2)
+        }
+        LoggingSystem.bootstrap(LogOutput.standardOutput.handler(logLevel: logLevel, format: logFormat))
         defer { LogOutput.standardOutput.flush() }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(makeMetricsFactory(registry: registry))

@@ -140,3 +140,30 @@ func dottedQuad(address: String) throws {
     #expect(TollgateRequestContext.dottedQuad(v4.address.sin_addr) == address)
     #expect(socket.ipAddress == address, "the same text as NIO's own formatting")
 }
+
+@Test("LOG_FORMAT=json: one JSON object per line, every value escaped", arguments: [
+    "plain/key.txt", "quote\"back\\slash", "key\r\ninfo forged", "\u{1B}[31mred", "del\u{7F}", "tab\there", "日本語 ✓",
+])
+func jsonLogLines(value: String) throws {
+    var line: [UInt8] = []
+    LogOutput.appendJSONEntry(
+        time: Array("2026-11-23T17:00:00.000Z".utf8), level: .info, label: "tollgate", message: "denied \"\(value)\"",
+        metadata: ["gateway.key": .string(value), "b.count": .stringConvertible(3)], context: ["a.request_id": "r1"], to: &line
+    )
+    #expect(!line.contains { $0 < 0x20 || $0 == 0x7F })
+    let object = try #require(try JSONSerialization.jsonObject(with: Data(line)) as? [String: String])
+    #expect(object == [
+        "time": "2026-11-23T17:00:00.000Z", "level": "info", "label": "tollgate", "message": "denied \"\(value)\"",
+        "gateway.key": value, "b.count": "3", "a.request_id": "r1",
+    ])
+    let text = String(decoding: line, as: UTF8.self)
+    #expect(text.hasPrefix(#"{"time":"2026-11-23T17:00:00.000Z","level":"info","label":"tollgate","message":"#))
+    #expect(text.contains(#","a.request_id":"r1","b.count":"3","gateway.key":"#))
+}
+
+@Test func logFormatFromTheEnvironment() {
+    #expect(LogOutput.Format(environment: nil) == .text)
+    #expect(LogOutput.Format(environment: "json") == .json)
+    #expect(LogOutput.Format(environment: "JSON") == .json)
+    #expect(LogOutput.Format(environment: "yaml") == nil)
+}
