@@ -58,6 +58,8 @@ let package = Package(
                 "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"),

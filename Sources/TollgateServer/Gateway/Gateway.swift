@@ -20,6 +20,9 @@ struct Gateway: HTTPResponder, Sendable {
     let policies: PolicyStore
     /// Virtual-host addressing: `bucket.<baseDomain>`.
     let baseDomain: String?
+    /// The gateway listener speaks TLS.
+    let tls: Bool
+    let trustedProxies: TrustedProxies
     let clock: @Sendable () -> Date
 
     /// A routed, authenticated and authorized request: what every handler receives.
@@ -31,11 +34,11 @@ struct Gateway: HTTPResponder, Sendable {
         /// Decoded query parameters (first value of each name).
         let query: [String: String]
         let requestID: String
-        let remoteAddress: SocketAddress?
-        let baseLogger: Logger
-
         /// The client's IP address, for `aws:SourceIp`.
-        var sourceIP: String? { remoteAddress?.ipAddress }
+        let sourceIP: String?
+        /// `aws:SecureTransport`.
+        let secureTransport: Bool
+        let baseLogger: Logger
         /// The request's logger, with its id and access key (built only when something is logged).
         var logger: Logger {
             var logger = baseLogger
@@ -49,6 +52,8 @@ struct Gateway: HTTPResponder, Sendable {
     }
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        var context = context
+        context.identifyClient(request.headers, tls: tls, trustedProxies: trustedProxies)
         let requestID = RequestID.next()
         let signed = SignatureRequest(request, now: clock())
         let rawPath = signed.rawPath
@@ -77,7 +82,7 @@ struct Gateway: HTTPResponder, Sendable {
             }
             try authenticator.refuseIfRevoked(identity, dialect: dialect, context: context)
             let call = Call(request: request, route: route, identity: identity, dialect: dialect, query: query, requestID: requestID,
-                            remoteAddress: context.remoteAddress, baseLogger: context.logger)
+                            sourceIP: context.clientIP, secureTransport: context.secureTransport, baseLogger: context.logger)
             try authorize(call)
             if request.headers[.expect] != nil {
                 // Accepted: now the client may send the body it held back (see ExpectContinueHandler).
@@ -189,7 +194,7 @@ struct Gateway: HTTPResponder, Sendable {
 
     func policyContext(_ call: Call, claims: TokenClaims) -> PolicyContext {
         var policyContext = PolicyContext(
-            now: clock(), sourceIp: call.sourceIP, secureTransport: false,
+            now: clock(), sourceIp: call.sourceIP, secureTransport: call.secureTransport,
             username: claims.subject, userid: claims.sessionName,
             userAgent: call.request.headers[.userAgent], referer: call.request.headers[.referer],
             jwtClaims: claims.claims ?? [:]
