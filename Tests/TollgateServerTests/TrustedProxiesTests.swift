@@ -10,7 +10,7 @@ import Testing
     ("::/0", "2001:db8::1", true), ("::/0", "198.51.100.1", true),
     ("2001:db8::/32", "2001:db8:ffff::1", true), ("2001:db8::/32", "2001:db9::1", false),
     ("2001:db8::1/128", "2001:db8::1", true), ("2001:db8::1/128", "2001:db8::2", false), ("::1", "::1", true),
-    ("fd00::/7", "fcff::1", false), ("fc00::/7", "fdff::1", true),
+    ("fd00::/8", "fcff::1", false), ("fc00::/7", "fdff::1", true),
 ])
 func rangeMatching(range: String, address: String, expected: Bool) throws {
     let proxies = try TrustedProxies([range])
