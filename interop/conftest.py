@@ -4,6 +4,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -49,6 +50,7 @@ class Server:
                       "isolated": "policy/user_isolated_policy.txt"},
         }
         base.update(config)
+        self.tls, self.gateway_tls = "TLS" in base, "GatewayTLS" in base
         self.config_path = self.dir / "config.json"
         self.config_path.write_text(json.dumps(base, indent=2))
         self.log_path = self.dir / "server.log"
@@ -56,11 +58,11 @@ class Server:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def gateway_url(self) -> str:
-        return f"http://127.0.0.1:{self.gateway_port}"
+        return f"{'https' if self.gateway_tls else 'http'}://127.0.0.1:{self.gateway_port}"
 
     def start(self, timeout: float = 30) -> "Server":
         self.log = open(self.log_path, "ab")
@@ -71,7 +73,9 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"tollgate exited with {self.process.returncode}:\n{self.output()}")
             try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as response:
+                # Readiness only: test_tls.py checks the certificate itself.
+                unverified = ssl._create_unverified_context() if self.tls else None
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1, context=unverified) as response:
                     if response.status == 200:
                         return self.wait_for_gateway(deadline)
             except OSError:

@@ -50,7 +50,7 @@ def client_config(**extra) -> Config:
                   connect_timeout=10, read_timeout=120, **extra)
 
 
-def s3_client(server, credentials: dict = None, *, access_key_id=None, secret=None, token=None, **config):
+def s3_client(server, credentials: dict = None, *, access_key_id=None, secret=None, token=None, verify=None, **config):
     """A boto3 S3 client on the gateway. `credentials` is the token endpoint's JSON; the
     keyword arguments override single fields (or give root credentials)."""
     if credentials is not None:
@@ -60,7 +60,7 @@ def s3_client(server, credentials: dict = None, *, access_key_id=None, secret=No
     return boto3.client(
         "s3", endpoint_url=server.gateway_url, region_name=REGION,
         aws_access_key_id=access_key_id, aws_secret_access_key=secret,
-        aws_session_token=token or None, config=client_config(**config))
+        aws_session_token=token or None, verify=verify, config=client_config(**config))
 
 
 def root_client(server):

@@ -1,5 +1,7 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import NIOCore
 import Prometheus
@@ -46,6 +48,7 @@ public func makeMetricsFactory(registry: PrometheusCollectorRegistry) -> Prometh
 /// The token listener's router (port 7080): token endpoint, `/healthz`, `/metrics`.
 public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorRegistry? = nil) -> Router<TollgateRequestContext> {
     let router = Router(context: TollgateRequestContext.self)
+    router.add(middleware: ClientMiddleware(tls: state.config.tls != nil, trustedProxies: state.config.trustedProxies))
     router.add(middleware: TokenErrorMiddleware())
     TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies,
                     authentication: state.config.authentication, identities: state.identities,
@@ -74,11 +77,13 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
     return router
 }
 
-/// The token listener as a Hummingbird application (a swift-service-lifecycle `Service`).
-public func buildTokenApplication(state: TollgateState, metrics: PrometheusCollectorRegistry?, logger: Logger) -> some ApplicationProtocol {
+/// The token listener as a Hummingbird application (a swift-service-lifecycle `Service`);
+/// HTTPS when `certificates` (the config's `TLS`) are given.
+public func buildTokenApplication(state: TollgateState, certificates: TLSCertificates?, metrics: PrometheusCollectorRegistry?,
+                                  logger: Logger) throws -> some ApplicationProtocol {
     Application(
         router: buildTokenRouter(state: state, metrics: metrics),
-        server: .http1(configuration: .init(idleTimeout: idleTimeout(state.config))),
+        server: try httpServer(.http1(configuration: .init(idleTimeout: idleTimeout(state.config))), certificates: certificates),
         configuration: .init(address: .hostname(state.config.listenAddress, port: state.config.port), serverName: "tollgate"),
         logger: logger
     )
@@ -99,18 +104,30 @@ public func buildGatewayResponder(state: TollgateState, store: any ObjectStore) 
         authenticator: state.authenticator,
         policies: state.policies,
         baseDomain: state.config.gatewayBaseDomain,
+        tls: state.config.gatewayTLS != nil,
+        trustedProxies: state.config.trustedProxies,
         clock: state.clock
     )
 }
 
-/// The object gateway as a Hummingbird application.
-public func buildGatewayApplication(state: TollgateState, store: any ObjectStore, logger: Logger) -> some ApplicationProtocol {
+/// The object gateway as a Hummingbird application; HTTPS when `certificates` (the config's
+/// `GatewayTLS`) are given.
+public func buildGatewayApplication(state: TollgateState, store: any ObjectStore, certificates: TLSCertificates?,
+                                    logger: Logger) throws -> some ApplicationProtocol {
     Application(
         responder: buildGatewayResponder(state: state, store: store),
-        server: .http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: idleTimeout(state.config))),
+        // TLS sits below HTTP: ExpectContinueHandler sees decrypted HTTP parts, as without TLS.
+        server: try httpServer(.http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: idleTimeout(state.config))),
+                           certificates: certificates),
         configuration: .init(address: .hostname(state.config.gatewayAddress, port: state.config.gatewayPort), serverName: "tollgate"),
         logger: logger
     )
+}
+
+/// `http1` as it is, or wrapped in TLS (the handshake first, then the HTTP handlers).
+func httpServer(_ http1: HTTPServerBuilder, certificates: TLSCertificates?) throws -> HTTPServerBuilder {
+    guard let certificates else { return http1 }
+    return try .tls(http1, tlsConfiguration: certificates.configuration)
 }
 
 /// Opens the embedded store in the data directory (running crash recovery) and creates the

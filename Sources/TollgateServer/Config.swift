@@ -25,6 +25,7 @@ public struct TollgateConfig: Sendable {
         "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
         "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "IdleTimeoutSeconds",
         "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication", "RateLimits",
+        "TLS", "GatewayTLS", "TrustedProxies",
     ]
     public static let minimumTokenLifetime = 900
     public static let maximumTokenLifetime = 43200
@@ -75,6 +76,12 @@ public struct TollgateConfig: Sendable {
     public var unknownKeys: [String]
     /// `RateLimits`: the token endpoint's limits per client address and per subject.
     public var rateLimits = RateLimitSettings()
+    /// `TLS`: the token endpoint's certificate and key; nil: plain HTTP.
+    public var tls: TLSFiles?
+    /// `GatewayTLS`: the gateway's certificate and key; nil: plain HTTP.
+    public var gatewayTLS: TLSFiles?
+    /// `TrustedProxies`: peers whose forwarding headers name the client.
+    public var trustedProxies = TrustedProxies.none
 
     public static let defaultRole = "default"
 
@@ -166,6 +173,14 @@ public struct TollgateConfig: Sendable {
             unknownKeys: object.keys.filter { !referenceKeys.contains($0) && !extensionKeys.contains($0) }.sorted() + unknownAuthenticationKeys
         )
         config.rateLimits = try RateLimitSettings.parse(object["RateLimits"], file: path)
+        config.tls = try reader.tlsFiles("TLS").map { TLSFiles(certificateFile: resolve($0.certificateFile), keyFile: resolve($0.keyFile)) }
+        config.gatewayTLS = try reader.tlsFiles("GatewayTLS").map { TLSFiles(certificateFile: resolve($0.certificateFile), keyFile: resolve($0.keyFile)) }
+        let proxies = try reader.stringArray("TrustedProxies")
+        do {
+            config.trustedProxies = try TrustedProxies(proxies)
+        } catch {
+            throw ConfigError(file: path, "TrustedProxies: \"\(error.entry)\" is not an IP address or CIDR range (like \"10.0.0.0/8\" or \"fd00::/8\")")
+        }
         if let id = environment["TOLLGATE_ACCESS_KEY_ID"], !id.isEmpty { config.accessKeyID = id }
         if let secret = environment["TOLLGATE_ACCESS_KEY_SECRET"], !secret.isEmpty { config.accessKeySecret = secret }
         if let data = environment["TOLLGATE_DATA_DIR"], !data.isEmpty { config.dataDirectory = data }
@@ -301,6 +316,23 @@ public struct TollgateConfig: Sendable {
             return roles
         }
 
+        /// `{"CertificateFile": …, "KeyFile": …}`, both required (paths as written).
+        func tlsFiles(_ key: String) throws(ConfigError) -> TLSFiles? {
+            guard let value = value(key) else { return nil }
+            let expected = #"an object {"CertificateFile": "cert.pem", "KeyFile": "key.pem"}"#
+            guard case .object(let fields) = value else { throw fail(key, expected) }
+            if let other = fields.keys.sorted().first(where: { $0 != "CertificateFile" && $0 != "KeyFile" }) {
+                throw fail(key, "\(expected) (unknown key \(other))")
+            }
+            guard case .string(let certificate)? = fields["CertificateFile"], !certificate.isEmpty else {
+                throw fail("\(key).CertificateFile", "a file name (the PEM certificate chain)")
+            }
+            guard case .string(let privateKey)? = fields["KeyFile"], !privateKey.isEmpty else {
+                throw fail("\(key).KeyFile", "a file name (the PEM private key)")
+            }
+            return TLSFiles(certificateFile: certificate, keyFile: privateKey)
+        }
+
         func stringMap(_ key: String) throws(ConfigError) -> [String: String] {
             guard let value = value(key) else { return [:] }
             guard case .object(let members) = value else { throw fail(key, "an object of strings") }
@@ -311,5 +343,17 @@ public struct TollgateConfig: Sendable {
             }
             return map
         }
+    }
+}
+
+/// A listener's `TLS`/`GatewayTLS` entry: PEM files, resolved against config.json's directory.
+public struct TLSFiles: Sendable, Equatable {
+    /// The certificate, followed by any intermediates.
+    public var certificateFile: String
+    public var keyFile: String
+
+    public init(certificateFile: String, keyFile: String) {
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
     }
 }

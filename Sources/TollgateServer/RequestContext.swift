@@ -1,16 +1,22 @@
+import HTTPTypes
 import Hummingbird
 import NIOCore
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The request context of both listeners: Hummingbird's core storage plus the peer address,
-/// which token logs and `aws:SourceIp` conditions need.
+/// The request context of both listeners: Hummingbird's core storage plus who the client is
+/// (its address for logs, rate limits and `aws:SourceIp`; TLS for `aws:SecureTransport`).
 public struct TollgateRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
     /// The connection, for the gateway's `100 Continue` once a request is accepted.
     let channel: any Channel
+    /// The client's address as a trusted proxy named it; nil: the TCP peer is the client.
+    private var forwardedAddress: String?
+    /// The client's connection is TLS (to this listener, or to the trusted proxy that says so):
+    /// `aws:SecureTransport`.
+    public private(set) var secureTransport = false
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -18,17 +24,34 @@ public struct TollgateRequestContext: RequestContext, RemoteAddressRequestContex
         channel = source.channel
     }
 
-    /// The client's IP address as text, or "-" when unknown. IPv4 addresses are written here
-    /// directly: NIO's `ipAddress` goes through `inet_ntop` and a C string, and every issued
-    /// token logs this.
-    public var clientAddress: String { Self.describe(remoteAddress) }
+    /// Decides who the client is, once per request, before anything reads `clientAddress` or
+    /// `secureTransport`: the TCP peer over this listener's transport, unless the peer is one of
+    /// `trustedProxies` and its `Forwarded` / `X-Forwarded-For` / `X-Forwarded-Proto` say otherwise.
+    mutating func identifyClient(_ headers: HTTPFields, tls: Bool, trustedProxies: TrustedProxies) {
+        secureTransport = tls
+        guard !trustedProxies.isEmpty else { return }
+        let client = trustedProxies.client(
+            peer: remoteAddress?.ipAddress, forwarded: headers[values: .forwarded],
+            forwardedFor: headers[values: .xForwardedFor], forwardedProto: headers[values: .xForwardedProto])
+        if let reason = client.ignored {
+            logger.debug("forwarding headers ignored", metadata: ["client.peer": "\(remoteAddress?.ipAddress ?? "-")", "proxy.reason": "\(reason)"])
+        }
+        forwardedAddress = client.address
+        if let https = client.https { secureTransport = https }
+    }
 
-    /// An address as ``clientAddress`` writes it.
-    static func describe(_ remoteAddress: SocketAddress?) -> String {
+    /// The client's IP address as text, or "-" when unknown.
+    public var clientAddress: String { clientIP ?? "-" }
+
+    /// The client's IP address (see `identifyClient`); nil when unknown. IPv4 peers are written
+    /// here directly: NIO's `ipAddress` goes through `inet_ntop` and a C string, and every
+    /// issued token logs this.
+    public var clientIP: String? {
+        if let forwardedAddress { return forwardedAddress }
         switch remoteAddress {
-        case .v4(let address): Self.dottedQuad(address.address.sin_addr)
-        case let other?: other.ipAddress ?? "-"
-        case nil: "-"
+        case .v4(let address): return Self.dottedQuad(address.address.sin_addr)
+        case let other?: return other.ipAddress
+        case nil: return nil
         }
     }
 
@@ -57,4 +80,23 @@ public struct TollgateRequestContext: RequestContext, RemoteAddressRequestContex
             }
         }
     }
+}
+
+/// Decides each token-endpoint request's client (see `TollgateRequestContext.identifyClient`).
+struct ClientMiddleware: RouterMiddleware {
+    typealias Context = TollgateRequestContext
+    let tls: Bool
+    let trustedProxies: TrustedProxies
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        context.identifyClient(request.headers, tls: tls, trustedProxies: trustedProxies)
+        return try await next(request, context)
+    }
+}
+
+extension HTTPField.Name {
+    static let forwarded = Self("Forwarded")!
+    static let xForwardedFor = Self("X-Forwarded-For")!
+    static let xForwardedProto = Self("X-Forwarded-Proto")!
 }

@@ -20,6 +20,8 @@ struct ServeCommand: AsyncParsableCommand {
         umask(0o077)
         let config = try loadConfigOrExit(config)
         let root = try resolveRootOrExit(config)
+        let tokenCertificates = try config.tls.map(loadCertificatesOrExit)
+        let gatewayCertificates = try config.gatewayTLS.map(loadCertificatesOrExit)
         let policies: PolicyStore
         do {
             policies = try PolicyStore(config: config)
@@ -71,15 +73,22 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         defer { try? store.close() }
-        let tokenApp = buildTokenApplication(state: state, metrics: registry, logger: logger)
-        let gatewayApp = buildGatewayApplication(state: state, store: store, logger: logger)
-        logger.info("token endpoint listening", metadata: ["listen.address": "\(config.listenAddress):\(config.port)", "token.lifetime": "\(config.tokenExpireTime)"])
-        logger.info("gateway listening", metadata: ["listen.address": "\(config.gatewayAddress):\(config.gatewayPort)"])
+        let tokenApp = try buildTokenApplication(state: state, certificates: tokenCertificates, metrics: registry, logger: logger)
+        let gatewayApp = try buildGatewayApplication(state: state, store: store, certificates: gatewayCertificates, logger: logger)
+        logger.info("token endpoint listening", metadata: ["listen.address": "\(config.listenAddress):\(config.port)", "token.lifetime": "\(config.tokenExpireTime)",
+                                                           "listen.scheme": "\(tokenCertificates == nil ? "http" : "https")"])
+        logger.info("gateway listening", metadata: ["listen.address": "\(config.gatewayAddress):\(config.gatewayPort)",
+                                                    "listen.scheme": "\(gatewayCertificates == nil ? "http" : "https")"])
+        var services: [any Service] = [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger),
+                                       UploadExpiry(store: store, config: config, logger: logger),
+                                       RevocationWatcher(store: revocations, logger: logger)]
+        var certificates: [(name: String, certificates: TLSCertificates)] = []
+        if let tokenCertificates { certificates.append((name: "token", certificates: tokenCertificates)) }
+        if let gatewayCertificates { certificates.append((name: "gateway", certificates: gatewayCertificates)) }
+        if !certificates.isEmpty { services.append(TLSReloader(listeners: certificates, logger: logger)) }
         let group = ServiceGroup(
             configuration: .init(
-                services: [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger),
-                           UploadExpiry(store: store, config: config, logger: logger),
-                           RevocationWatcher(store: revocations, logger: logger)],
+                services: services,
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

@@ -30,3 +30,13 @@ func resolveRootOrExit(_ config: TollgateConfig) throws -> RootCredentials {
         throw ExitCode(2)
     }
 }
+
+/// Reads a listener's certificate and key, or stops with one line naming the file and exit code 2.
+func loadCertificatesOrExit(_ files: TLSFiles) throws -> TLSCertificates {
+    do {
+        return try TLSCertificates(files: files)
+    } catch {
+        printError("tollgate: config error: \(error)")
+        throw ExitCode(2)
+    }
+}

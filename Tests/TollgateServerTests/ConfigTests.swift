@@ -66,6 +66,13 @@ func tokenExpireTimeForms(value: String, expected: Int) throws {
     (#"{"PolicyFile": "p", "IdleTimeoutSeconds": 0}"#, "IdleTimeoutSeconds must be at least 1 (got 0)"),
     (#"{"PolicyFile": "p", "MultipartUploadExpirySeconds": "-5"}"#, "MultipartUploadExpirySeconds must be at least 1"),
     (#"{"PolicyFile": "p", "MaxMultipartUploadsPerBucket": 0}"#, "MaxMultipartUploadsPerBucket must be at least 1"),
+    (#"{"PolicyFile": "p", "TLS": "cert.pem"}"#, #"TLS must be an object {"CertificateFile""#),
+    (#"{"PolicyFile": "p", "TLS": {"KeyFile": "k.pem"}}"#, "TLS.CertificateFile must be a file name"),
+    (#"{"PolicyFile": "p", "GatewayTLS": {"CertificateFile": "c.pem"}}"#, "GatewayTLS.KeyFile must be a file name"),
+    (#"{"PolicyFile": "p", "GatewayTLS": {"CertificateFile": "c.pem", "KeyFile": ""}}"#, "GatewayTLS.KeyFile must be a file name"),
+    (#"{"PolicyFile": "p", "TLS": {"CertificateFile": "c.pem", "KeyFile": "k.pem", "Key": "x"}}"#, "(unknown key Key)"),
+    (#"{"PolicyFile": "p", "TrustedProxies": "10.0.0.0/8"}"#, "TrustedProxies must be an array of strings"),
+    (#"{"PolicyFile": "p", "TrustedProxies": ["127.0.0.1", "10.0.0.0/33"]}"#, #"TrustedProxies: "10.0.0.0/33" is not an IP address or CIDR range"#),
 ])
 func badConfig(json: String, message: String) {
     do {
@@ -160,4 +167,17 @@ func badConfig(json: String, message: String) {
 @Test func developmentModeAllowsShortPreviousSecrets() throws {
     let config = try parse(#"{"PolicyFile": "p", "AccessKeySecret": "dev", "PreviousAccessKeySecrets": ["x"], "DevelopmentMode": true}"#)
     #expect(config.previousAccessKeySecrets == ["x"])
+}
+
+@Test func tlsAndTrustedProxiesKeys() throws {
+    let config = try parse("""
+        {"PolicyFile": "p", "TLS": {"CertificateFile": "tls/token.pem", "KeyFile": "/keys/token.key"},
+         "GatewayTLS": {"CertificateFile": "tls/gw.pem", "KeyFile": "tls/gw.key"}, "TrustedProxies": ["10.0.0.0/8", "::1"]}
+        """)
+    #expect(config.tls == TLSFiles(certificateFile: "/etc/tollgate/tls/token.pem", keyFile: "/keys/token.key"), "relative to config.json")
+    #expect(config.gatewayTLS == TLSFiles(certificateFile: "/etc/tollgate/tls/gw.pem", keyFile: "/etc/tollgate/tls/gw.key"))
+    #expect(config.trustedProxies.ranges.count == 2)
+    #expect(config.unknownKeys.isEmpty)
+    let plain = try parse(reference)
+    #expect(plain.tls == nil && plain.gatewayTLS == nil && plain.trustedProxies.isEmpty)
 }

@@ -76,7 +76,7 @@ private func gateway(baseDomain: String? = nil) throws -> Gateway {
     defer { fixture.remove() }
     return Gateway(
         store: try LocalObjectStore(directory: fixture.directory + "/store"), authenticator: Authenticator(root: fixture.state.root, tokens: fixture.state.tokens),
-        policies: fixture.state.policies, baseDomain: baseDomain, clock: { Date() }
+        policies: fixture.state.policies, baseDomain: baseDomain, tls: false, trustedProxies: .none, clock: { Date() }
     )
 }
 

@@ -20,6 +20,9 @@ struct Gateway: HTTPResponder, Sendable {
     let policies: PolicyStore
     /// Virtual-host addressing: `bucket.<baseDomain>`.
     let baseDomain: String?
+    /// The gateway listener speaks TLS.
+    let tls: Bool
+    let trustedProxies: TrustedProxies
     let clock: @Sendable () -> Date
     let metrics = GatewayMetrics()
 
@@ -32,13 +35,13 @@ struct Gateway: HTTPResponder, Sendable {
         /// Decoded query parameters (first value of each name).
         let query: [String: String]
         let requestID: String
-        let remoteAddress: SocketAddress?
-        let baseLogger: Logger
-
         /// The client's IP address, for `aws:SourceIp`.
-        var sourceIP: String? { remoteAddress?.ipAddress }
+        let sourceIP: String?
         /// The client's address as logs write it.
-        var clientAddress: String { TollgateRequestContext.describe(remoteAddress) }
+        var clientAddress: String { sourceIP ?? "-" }
+        /// `aws:SecureTransport`.
+        let secureTransport: Bool
+        let baseLogger: Logger
         /// The request's logger, with its id and access key (built only when something is logged).
         var logger: Logger {
             var logger = baseLogger
@@ -53,6 +56,8 @@ struct Gateway: HTTPResponder, Sendable {
 
     func respond(to request: Request, context: Context) async throws -> Response {
         let start = GatewayMetrics.now()
+        var context = context
+        context.identifyClient(request.headers, tls: tls, trustedProxies: trustedProxies)
         let requestID = RequestID.next()
         let signed = SignatureRequest(request, now: clock())
         let rawPath = signed.rawPath
@@ -70,7 +75,7 @@ struct Gateway: HTTPResponder, Sendable {
             operation = route.operation
             let identity = try authenticate(signed, scheme: scheme, dialect: dialect, bucket: bucket, key: key, context: context)
             let call = Call(request: request, route: route, identity: identity, dialect: dialect, query: query, requestID: requestID,
-                            remoteAddress: context.remoteAddress, baseLogger: context.logger)
+                            sourceIP: context.clientIP, secureTransport: context.secureTransport, baseLogger: context.logger)
             try authorize(call)
             if request.headers[.expect] != nil {
                 // Accepted: now the client may send the body it held back (see ExpectContinueHandler).
@@ -242,7 +247,7 @@ struct Gateway: HTTPResponder, Sendable {
 
     func policyContext(_ call: Call, claims: TokenClaims) -> PolicyContext {
         var policyContext = PolicyContext(
-            now: clock(), sourceIp: call.sourceIP, secureTransport: false,
+            now: clock(), sourceIp: call.sourceIP, secureTransport: call.secureTransport,
             username: claims.subject, userid: claims.sessionName,
             userAgent: call.request.headers[.userAgent], referer: call.request.headers[.referer],
             jwtClaims: claims.claims ?? [:]
