@@ -16,10 +16,10 @@ struct Gateway: HTTPResponder, Sendable {
     typealias Context = TollgateRequestContext
 
     let store: any ObjectStore
-    let authenticator: Authenticator
-    let policies: PolicyStore
-    /// Virtual-host addressing: `bucket.<baseDomain>`.
-    let baseDomain: String?
+    /// The configuration in force: each request reads it once, when it arrives.
+    let live: LiveConfig
+    /// Revoked credentials are refused; nil: none are.
+    let revocations: RevocationStore?
     let clock: @Sendable () -> Date
 
     /// A routed, authenticated and authorized request: what every handler receives.
@@ -27,6 +27,8 @@ struct Gateway: HTTPResponder, Sendable {
         let request: Request
         let route: GatewayRoute
         let identity: GatewayIdentity
+        /// What the token's role (and session policy) allows; nil for the root credentials.
+        let policy: EffectivePolicy?
         let dialect: Dialect
         /// Decoded query parameters (first value of each name).
         let query: [String: String]
@@ -56,8 +58,10 @@ struct Gateway: HTTPResponder, Sendable {
         let dialect: Dialect = scheme.isOSS ? .oss : .s3
         let isHead = request.method == .head
         var addressed: (bucket: String?, key: String?)?
+        let snapshot = live.current
+        let authenticator = Authenticator(root: snapshot.root, tokens: snapshot.tokens, revocations: revocations)
         do {
-            let (bucket, key) = try address(host: request.head.authority, rawPath: rawPath)
+            let (bucket, key) = try Self.address(host: request.head.authority, rawPath: rawPath, baseDomain: snapshot.config.gatewayBaseDomain)
             addressed = (bucket, key)
             let query = Self.decodeQuery(signed.rawQueryItems)
             let copySource = request.headers[dialect == .s3 ? .amzCopySource : .ossCopySource]
@@ -76,8 +80,9 @@ struct Gateway: HTTPResponder, Sendable {
                 identity = try authenticator.authenticateOSS(signed, bucket: bucket, key: key)
             }
             try authenticator.refuseIfRevoked(identity, dialect: dialect, context: context)
-            let call = Call(request: request, route: route, identity: identity, dialect: dialect, query: query, requestID: requestID,
-                            remoteAddress: context.remoteAddress, baseLogger: context.logger)
+            let policy = try identity.claims.map { try Self.effectivePolicy($0, policies: snapshot.policies) }
+            let call = Call(request: request, route: route, identity: identity, policy: policy, dialect: dialect, query: query,
+                            requestID: requestID, remoteAddress: context.remoteAddress, baseLogger: context.logger)
             try authorize(call)
             if request.headers[.expect] != nil {
                 // Accepted: now the client may send the body it held back (see ExpectContinueHandler).
@@ -100,7 +105,7 @@ struct Gateway: HTTPResponder, Sendable {
 
     /// Bucket and key from the Host header (virtual-host style, when a base domain is set) and
     /// the path (path style). The key is percent-decoded and must be UTF-8.
-    func address(host: String?, rawPath: String) throws(GatewayError) -> (bucket: String?, key: String?) {
+    static func address(host: String?, rawPath: String, baseDomain: String?) throws(GatewayError) -> (bucket: String?, key: String?) {
         var path = rawPath.hasPrefix("/") ? rawPath.dropFirst() : rawPath[...]
         var bucket: String?
         if let baseDomain, let host {
@@ -152,8 +157,7 @@ struct Gateway: HTTPResponder, Sendable {
     /// here it needs only that some key in the bucket could be deleted, so a caller who may
     /// delete nothing there is refused before its body is read, whether the bucket exists or not.
     func authorize(_ call: Call) throws(GatewayError) {
-        guard let claims = call.identity.claims else { return }
-        let policy = try effectivePolicy(claims)
+        guard let claims = call.identity.claims, let policy = call.policy else { return }
         let route = call.route
         if case .deleteObjects(let bucket) = route {
             guard policy.mayAllowSomeObject(.deleteObject, bucket: bucket, context: policyContext(call, claims: claims)) else {
@@ -177,8 +181,8 @@ struct Gateway: HTTPResponder, Sendable {
         }
     }
 
-    func effectivePolicy(_ claims: TokenClaims) throws(GatewayError) -> EffectivePolicy {
-        guard let role = policies.policy(forRole: claims.role) else { throw .accessDenied("The token's role has no policy.") }
+    static func effectivePolicy(_ claims: TokenClaims, policies: [String: Policy]) throws(GatewayError) -> EffectivePolicy {
+        guard let role = policies[claims.role] else { throw .accessDenied("The token's role has no policy.") }
         guard let sessionText = claims.sessionPolicy else { return EffectivePolicy(role: role) }
         do {
             return EffectivePolicy(role: role, session: try Policy.load(text: sessionText, file: "session policy", variables: [:]))

@@ -223,8 +223,7 @@ extension Gateway {
         let request = try Self.parseXML(try await collectXMLBody(call), DeleteObjectsRequest.parse)
         var allowed: [String] = []
         var denied: [String] = []
-        if let claims = call.identity.claims {
-            let policy = try effectivePolicy(claims)
+        if let claims = call.identity.claims, let policy = call.policy {
             let context = policyContext(call, claims: claims)
             for key in request.keys {
                 let decision = policy.evaluate(GatewayOperation.deleteObject.requiredChecks(bucket: bucket, key: key), context: context)
