@@ -60,7 +60,9 @@ def edit(s, change: dict = None, *, raw: str = None, sighup: bool = True, expect
     removes one), or `raw` text. Triggers a reload with SIGHUP (or leaves it to the poll) and
     returns the log line matching `expect`."""
     mark = len(s.output())
-    accepted = s.__dict__.setdefault("accepted", members(s))
+    if not hasattr(s, "accepted"):
+        s.accepted = members(s)
+    accepted = s.accepted
     if raw is None:
         updated = dict(accepted)
         for key, value in (change or {}).items():

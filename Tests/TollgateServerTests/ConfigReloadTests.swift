@@ -13,10 +13,10 @@ private struct ConfigDirectory {
     static let secret = "reload-root-secret-0123456789abcdefghij"
     static let readWrite = #"{"Version":"1","Statement":[{"Effect":"Allow","Action":"oss:*","Resource":["acs:oss:*:*:$BUCKET_NAME","acs:oss:*:*:$BUCKET_NAME/*"]}]}"#
     static let everything = #"{"Version":"1","Statement":[{"Effect":"Allow","Action":"oss:*","Resource":"*"}]}"#
-    static let base: [String: Any] = [
+    static var base: [String: Any] { [
         "AccessKeySecret": secret, "TokenExpireTime": "900", "PolicyFile": "policy/all.txt", "Port": 7080, "GatewayPort": 9000,
         "Variables": ["BUCKET_NAME": "photos"], "Roles": ["readwrite": "policy/rw.txt"],
-    ]
+    ] }
 
     init() throws {
         try FileManager.default.createDirectory(atPath: path + "/policy", withIntermediateDirectories: true)
@@ -187,13 +187,13 @@ func reloadTable(_ testCase: ReloadCase) throws {
     let directory = try ConfigDirectory()
     defer { directory.remove() }
     try directory.write("policy/app.txt", #"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:*","Resource":["arn:aws:s3:::my-app-bucket/*","arn:aws:s3:::photos/x","arn:aws:s3:::Bad_Name/*"]}]}"#)
-    try directory.writeConfig(["Buckets": ["logs"], "Roles": ["readwrite": "policy/rw.txt", "app": "policy/app.txt"]])
+    try directory.writeConfig(["Buckets": ["logs"], "Variables": ["BUCKET_NAME": "photos"], "Roles": ["readwrite": "policy/rw.txt", "app": "policy/app.txt"]])
     let snapshot = try directory.snapshot()
     #expect(snapshot.requiredBuckets == [
         .init(name: "logs", namedBy: "Buckets"),
         .init(name: "my-app-bucket", namedBy: directory.path + "/policy/app.txt"),
+        .init(name: "photos", namedBy: directory.path + "/policy/app.txt"),  // roles in name order: app before readwrite
         .init(name: "Bad_Name", namedBy: directory.path + "/policy/app.txt"),
-        .init(name: "photos", namedBy: directory.path + "/policy/rw.txt"),
     ])
     try directory.writeConfig(["Buckets": ["logs"], "Roles": ["readwrite": "policy/rw.txt", "app": "policy/app.txt"], "CreatePolicyBuckets": false])
     #expect(try directory.snapshot().requiredBuckets.map(\.name) == ["logs"])

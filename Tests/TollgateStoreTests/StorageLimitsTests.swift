@@ -149,16 +149,16 @@ final class TestClock: Sendable {
     @Test func theLimitChangesWhileTheStoreIsOpen() async throws {
         let box = try Sandbox()
         let store = try DiskFault().open(box, maxUploadsPerBucket: 1)
-        try await store.createBucket("b")
-        _ = try await store.createMultipartUpload(bucket: "b", key: "k0", metadata: ObjectMetadata())
-        #expect(await storeError { _ = try await store.createMultipartUpload(bucket: "b", key: "k1", metadata: ObjectMetadata()) }
-            == .tooManyUploads(bucket: "b", limit: 1))
+        try await store.createBucket("bkt")
+        _ = try await store.createMultipartUpload(bucket: "bkt", key: "k0", metadata: ObjectMetadata())
+        #expect(await storeError { _ = try await store.createMultipartUpload(bucket: "bkt", key: "k1", metadata: ObjectMetadata()) }
+            == .tooManyUploads(bucket: "bkt", limit: 1))
         store.setMaxUploadsPerBucket(2)
-        _ = try await store.createMultipartUpload(bucket: "b", key: "k1", metadata: ObjectMetadata())
+        _ = try await store.createMultipartUpload(bucket: "bkt", key: "k1", metadata: ObjectMetadata())
         store.setMaxUploadsPerBucket(1)
-        #expect(await storeError { _ = try await store.createMultipartUpload(bucket: "b", key: "k2", metadata: ObjectMetadata()) }
-            == .tooManyUploads(bucket: "b", limit: 1))
-        #expect(try await store.listMultipartUploads(bucket: "b", query: ListUploadsQuery()).uploads.count == 2, "uploads in progress are kept")
+        #expect(await storeError { _ = try await store.createMultipartUpload(bucket: "bkt", key: "k2", metadata: ObjectMetadata()) }
+            == .tooManyUploads(bucket: "bkt", limit: 1))
+        #expect(try await store.listMultipartUploads(bucket: "bkt", query: ListUploadsQuery()).uploads.count == 2, "uploads in progress are kept")
     }
 }
 
