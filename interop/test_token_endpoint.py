@@ -172,18 +172,18 @@ def test_policy_edits_apply_and_broken_edits_keep_the_last_good_policy():
     try:
         live.write_text('{"Version": "1", "Statement": [ {"Effect": "Perhaps"} ]}')
         deadline = time.time() + 15
-        while "policy reload refused" not in s.output() and time.time() < deadline:
+        while "config reload refused" not in s.output() and time.time() < deadline:
             time.sleep(0.2)
-        assert "policy reload refused" in s.output()
+        assert "config reload refused" in s.output()
         assert "live.txt:1:" in s.output()
         client = s3_client(s)
         client.put_object(Bucket="tollgate", Key="still-allowed", Body=b"x")  # the last good policy stays in force
 
         live.write_text((ROOT / "policy" / "bucket_read_policy.txt").read_text() + "\n")
         deadline = time.time() + 15
-        while "policies reloaded" not in s.output() and time.time() < deadline:
+        while "config reloaded" not in s.output() and time.time() < deadline:
             time.sleep(0.2)
-        assert "policies reloaded" in s.output()
+        assert "config reloaded" in s.output()
         # Tokens already issued follow the edited policy: the role's policy is read at request time.
         with pytest.raises(botocore.exceptions.ClientError) as refused:
             client.put_object(Bucket="tollgate", Key="now-refused", Body=b"x")

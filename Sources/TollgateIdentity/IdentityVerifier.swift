@@ -11,9 +11,14 @@ public struct IdentityVerifier: Sendable {
 
     let webhook: Webhook?
 
+    /// `keySetsFrom`: the verifier this one replaces (a config reload); the key set cache of each
+    /// provider whose settings did not change is kept, so a reload fetches nothing again.
     public init(settings: AuthenticationSettings, fetch: @escaping JWKSCache.Fetch, post: Webhook.Post? = nil,
-                clock: @escaping @Sendable () -> Date = { Date() }) {
-        providers = settings.providers.map { ($0, JWKSCache(provider: $0, fetch: fetch, clock: clock)) }
+                clock: @escaping @Sendable () -> Date = { Date() }, keySetsFrom previous: IdentityVerifier? = nil) {
+        providers = settings.providers.map { provider in
+            let kept = previous?.providers.first { $0.settings == provider }?.keys
+            return (provider, kept ?? JWKSCache(provider: provider, fetch: fetch, clock: clock))
+        }
         if let settings = settings.webhook, let post {
             webhook = Webhook(settings: settings, post: post)
         } else {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The `Authentication` section of config.json: who may get a token, and with which role.
-public struct AuthenticationSettings: Sendable {
+public struct AuthenticationSettings: Sendable, Equatable {
     /// Anonymous callers get `DefaultRole` (false unless the section says otherwise).
     public var allowAnonymous: Bool
     public var providers: [ProviderSettings]
@@ -48,7 +48,7 @@ public struct AuthenticationSettings: Sendable {
 /// `{"URL": …, "TimeoutMs": …, "CacheSeconds": …}`: the server POSTs `{"token": …}` and reads
 /// `{"user": …, "role"?: …, "claims"?: {…}, "maxValiditySeconds"?: …}` from a 200, or a refusal
 /// from any other status.
-public struct WebhookSettings: Sendable {
+public struct WebhookSettings: Sendable, Equatable {
     public var url: String
     public var timeoutMilliseconds: Int
     /// How long an answer is reused for the same token.
@@ -62,7 +62,7 @@ public struct WebhookSettings: Sendable {
 }
 
 /// One OIDC / JWT identity provider.
-public struct ProviderSettings: Sendable {
+public struct ProviderSettings: Sendable, Equatable {
     public var name: String
     /// The exact `iss` of its tokens.
     public var issuer: String

@@ -9,32 +9,26 @@ import TollgateIdentity
 import TollgateStore
 import TollgateToken
 
-/// Everything a running Tollgate shares: the config, the token keys and the role policies.
+/// Everything a running Tollgate shares: the configuration in force, which a reload replaces,
+/// and what outlives reloads.
 public struct TollgateState: Sendable {
-    public let config: TollgateConfig
-    public let root: RootCredentials
-    public let tokens: TokenService
-    public let policies: PolicyStore
-    /// Verifies app users' login tokens; nil without an `Authentication` section.
-    public let identities: IdentityVerifier?
+    public let live: LiveConfig
     public let clock: @Sendable () -> Date
     /// Revoked credentials (`tollgate serve` opens them in the data directory); nil: none, and
     /// no admin endpoint.
     public var revocations: RevocationStore?
-    public let rateLimits: TokenRateLimits
 
-    /// Verifies signatures with the root secret or a vended credential's, and refuses revoked ones.
-    var authenticator: Authenticator { Authenticator(root: root, tokens: tokens, revocations: revocations) }
-
-    public init(config: TollgateConfig, root: RootCredentials, policies: PolicyStore, clock: @escaping @Sendable () -> Date = { Date() }) throws {
-        self.config = config
-        self.root = root
-        self.tokens = try TokenService(rootSecret: root.accessKeySecret, previousSecrets: config.previousAccessKeySecrets)
-        self.policies = policies
-        self.identities = config.authentication.map { IdentityVerifier(settings: $0, fetch: TokenController.fetch, post: TokenController.post, clock: clock) }
+    public init(live: LiveConfig, clock: @escaping @Sendable () -> Date = { Date() }) {
+        self.live = live
         self.clock = clock
-        self.rateLimits = TokenRateLimits(config.rateLimits)
     }
+
+    public init(_ snapshot: ConfigSnapshot, clock: @escaping @Sendable () -> Date = { Date() }) {
+        self.init(live: LiveConfig(snapshot), clock: clock)
+    }
+
+    /// The configuration in force now.
+    public var snapshot: ConfigSnapshot { live.current }
 }
 
 /// The swift-metrics factory `tollgate serve` bootstraps: Prometheus, with the gateway's
@@ -48,21 +42,16 @@ public func makeMetricsFactory(registry: PrometheusCollectorRegistry) -> Prometh
 /// The token listener's router (port 7080): token endpoint, `/healthz`, `/metrics`.
 public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorRegistry? = nil) -> Router<TollgateRequestContext> {
     let router = Router(context: TollgateRequestContext.self)
-    router.add(middleware: ClientMiddleware(tls: state.config.tls != nil, trustedProxies: state.config.trustedProxies))
+    router.add(middleware: ClientMiddleware(tls: state.snapshot.config.tls != nil, live: state.live))
     router.add(middleware: TokenErrorMiddleware())
-    TokenController(tokens: state.tokens, lifetime: state.config.tokenExpireTime, policies: state.policies,
-                    authentication: state.config.authentication, identities: state.identities,
-                    roleMaxSessionSeconds: state.config.roleMaxSessionSeconds,
-                    sts: STSAPI(authenticator: state.authenticator, roles: Set(state.config.roles.keys)),
-                    rateLimits: state.rateLimits, clock: state.clock)
-        .addRoutes(to: router)
+    TokenRoutes(live: state.live, revocations: state.revocations, clock: state.clock).addRoutes(to: router)
     if let revocations = state.revocations {
-        AdminController(root: state.root, revocations: revocations, clock: state.clock).addRoutes(to: router)
+        AdminController(root: state.snapshot.root, revocations: revocations, clock: state.clock).addRoutes(to: router)
     }
     router.get("/healthz") { _, _ in
         var json = JSONObjectWriter(capacity: 32)
         json.add("status", "ok")
-        json.add("roles", Int64(state.policies.roleNames.count))
+        json.add("roles", Int64(state.snapshot.policies.count))
         return TokenJSON.response(.ok, json.finish())
     }
     if let metrics {
@@ -81,10 +70,11 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
 /// HTTPS when `certificates` (the config's `TLS`) are given.
 public func buildTokenApplication(state: TollgateState, certificates: TLSCertificates?, metrics: PrometheusCollectorRegistry?,
                                   logger: Logger) throws -> some ApplicationProtocol {
-    Application(
+    let config = state.snapshot.config
+    return Application(
         router: buildTokenRouter(state: state, metrics: metrics),
-        server: try httpServer(.http1(configuration: .init(idleTimeout: idleTimeout(state.config))), certificates: certificates),
-        configuration: .init(address: .hostname(state.config.listenAddress, port: state.config.port), serverName: "tollgate"),
+        server: try httpServer(.http1(configuration: .init(idleTimeout: idleTimeout(config))), certificates: certificates),
+        configuration: .init(address: .hostname(config.listenAddress, port: config.port), serverName: "tollgate"),
         logger: logger
     )
 }
@@ -99,27 +89,20 @@ func idleTimeout(_ config: TollgateConfig) -> TimeAmount {
 
 /// The object gateway's responder (port 9000).
 public func buildGatewayResponder(state: TollgateState, store: any ObjectStore) -> some HTTPResponder<TollgateRequestContext> {
-    Gateway(
-        store: store,
-        authenticator: state.authenticator,
-        policies: state.policies,
-        baseDomain: state.config.gatewayBaseDomain,
-        tls: state.config.gatewayTLS != nil,
-        trustedProxies: state.config.trustedProxies,
-        clock: state.clock
-    )
+    Gateway(store: store, live: state.live, revocations: state.revocations, tls: state.snapshot.config.gatewayTLS != nil, clock: state.clock)
 }
 
 /// The object gateway as a Hummingbird application; HTTPS when `certificates` (the config's
 /// `GatewayTLS`) are given.
 public func buildGatewayApplication(state: TollgateState, store: any ObjectStore, certificates: TLSCertificates?,
                                     logger: Logger) throws -> some ApplicationProtocol {
-    Application(
+    let config = state.snapshot.config
+    return Application(
         responder: buildGatewayResponder(state: state, store: store),
         // TLS sits below HTTP: ExpectContinueHandler sees decrypted HTTP parts, as without TLS.
-        server: try httpServer(.http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: idleTimeout(state.config))),
+        server: try httpServer(.http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: idleTimeout(config))),
                            certificates: certificates),
-        configuration: .init(address: .hostname(state.config.gatewayAddress, port: state.config.gatewayPort), serverName: "tollgate"),
+        configuration: .init(address: .hostname(config.gatewayAddress, port: config.gatewayPort), serverName: "tollgate"),
         logger: logger
     )
 }
@@ -130,10 +113,10 @@ func httpServer(_ http1: HTTPServerBuilder, certificates: TLSCertificates?) thro
     return try .tls(http1, tlsConfiguration: certificates.configuration)
 }
 
-/// Opens the embedded store in the data directory (running crash recovery) and creates the
-/// configured buckets. A full disk is logged when writes start failing and when they succeed
+/// Opens the embedded store in the data directory (running crash recovery). A full disk is
+/// logged when writes start failing and when they succeed
 /// again, not on every refused request.
-public func openStore(config: TollgateConfig, logger: Logger) async throws -> LocalObjectStore {
+public func openStore(config: TollgateConfig, logger: Logger) throws -> LocalObjectStore {
     let store = try LocalObjectStore(configuration: .init(
         directory: (config.dataDirectory as NSString).appendingPathComponent("store"),
         maxUploadsPerBucket: config.maxMultipartUploadsPerBucket,
@@ -146,6 +129,5 @@ public func openStore(config: TollgateConfig, logger: Logger) async throws -> Lo
         }
     ))
     logger.info("object store opened", metadata: ["store.directory": "\(config.dataDirectory)/store", "store.recovery": "\(store.recovery)"])
-    try await store.ensureBuckets(config.buckets)
     return store
 }

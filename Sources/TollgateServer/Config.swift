@@ -1,5 +1,6 @@
 import Foundation
 import TollgateIdentity
+import TollgateStore
 
 /// A configuration problem. Start-up prints `description` as one line and exits with code 2.
 public struct ConfigError: Error, CustomStringConvertible, Sendable {
@@ -24,8 +25,25 @@ public struct TollgateConfig: Sendable {
     public static let extensionKeys = [
         "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
         "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "IdleTimeoutSeconds",
-        "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication", "RateLimits",
+        "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication", "RateLimits", "CreatePolicyBuckets",
         "TLS", "GatewayTLS", "TrustedProxies",
+    ]
+    /// The keys read only at start-up: a reload that changes one logs it as needing a restart,
+    /// and the running value stays in force; every other key applies on reload. This is the one
+    /// place that says so. (The root identity is resolved once; the listeners are bound once.)
+    static let restartOnlyKeys: [(key: String, keep: @Sendable (inout TollgateConfig, TollgateConfig) -> Void)] = [
+        ("AccessKeyID", { $0.accessKeyID = $1.accessKeyID }),
+        ("AccessKeySecret", { $0.accessKeySecret = $1.accessKeySecret }),
+        ("ListenAddress", { $0.listenAddress = $1.listenAddress }),
+        ("Port", { $0.port = $1.port }),
+        ("GatewayAddress", { $0.gatewayAddress = $1.gatewayAddress }),
+        ("GatewayPort", { $0.gatewayPort = $1.gatewayPort }),
+        ("DataDirectory", { $0.dataDirectory = $1.dataDirectory }),
+        ("IdleTimeoutSeconds", { $0.idleTimeoutSeconds = $1.idleTimeoutSeconds }),
+        // Whether a listener speaks TLS, and which files it reads; the files' contents reload
+        // on their own (TLSReloader).
+        ("TLS", { $0.tls = $1.tls }),
+        ("GatewayTLS", { $0.gatewayTLS = $1.gatewayTLS }),
     ]
     public static let minimumTokenLifetime = 900
     public static let maximumTokenLifetime = 43200
@@ -56,8 +74,10 @@ public struct TollgateConfig: Sendable {
     public var dataDirectory: String
     /// `$NAME` placeholder values for policy files.
     public var variables: [String: String]
-    /// Buckets that exist at start-up.
+    /// Buckets created at start-up and on reload when missing.
     public var buckets: [String]
+    /// Whether the buckets role policies name literally are created too (`CreatePolicyBuckets`).
+    public var createPolicyBuckets = true
     /// Role name → policy file (resolved). Always contains `default` → `policyFile`.
     public var roles: [String: String]
     /// Role name → the longest session it may be given (`Roles` entries written as objects).
@@ -82,6 +102,8 @@ public struct TollgateConfig: Sendable {
     public var gatewayTLS: TLSFiles?
     /// `TrustedProxies`: peers whose forwarding headers name the client.
     public var trustedProxies = TrustedProxies.none
+    /// The top-level members as written, to tell which keys an edit changed.
+    public var members: [String: JSONValue] = [:]
 
     public static let defaultRole = "default"
 
@@ -145,6 +167,10 @@ public struct TollgateConfig: Sendable {
         let variables = try reader.stringMap("Variables")
         var buckets = try reader.stringArray("Buckets")
         if buckets.isEmpty, let bucket = variables["BUCKET_NAME"] { buckets = [bucket] }
+        for bucket in buckets where !StoreNames.isValidBucketName(bucket) {
+            let origin = object["Buckets"] == nil ? "Buckets (from Variables.BUCKET_NAME)" : "Buckets"
+            throw ConfigError(file: path, "\(origin): \"\(bucket)\" is not a valid bucket name (3-63 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)")
+        }
 
         var config = TollgateConfig(
             path: path,
@@ -181,6 +207,8 @@ public struct TollgateConfig: Sendable {
         } catch {
             throw ConfigError(file: path, "TrustedProxies: \"\(error.entry)\" is not an IP address or CIDR range (like \"10.0.0.0/8\" or \"fd00::/8\")")
         }
+        config.createPolicyBuckets = try reader.bool("CreatePolicyBuckets", default: true)
+        config.members = object
         if let id = environment["TOLLGATE_ACCESS_KEY_ID"], !id.isEmpty { config.accessKeyID = id }
         if let secret = environment["TOLLGATE_ACCESS_KEY_SECRET"], !secret.isEmpty { config.accessKeySecret = secret }
         if let data = environment["TOLLGATE_DATA_DIR"], !data.isEmpty { config.dataDirectory = data }
@@ -193,6 +221,17 @@ public struct TollgateConfig: Sendable {
         }
         try config.checkListenersDiffer()
         return config
+    }
+
+    /// Puts back the values `running` started with for the keys that need a restart.
+    mutating func keepRestartOnlyValues(of running: TollgateConfig) {
+        for entry in Self.restartOnlyKeys { entry.keep(&self, running) }
+    }
+
+    /// The top-level keys whose written values differ from `other`'s (added and removed ones
+    /// too), sorted.
+    public func changedKeys(since other: TollgateConfig) -> [String] {
+        Set(members.keys).union(other.members.keys).filter { members[$0] != other.members[$0] }.sorted()
     }
 
     private func checkSecret(_ secret: String, name: String, hint: String) throws(ConfigError) {
@@ -272,9 +311,9 @@ public struct TollgateConfig: Sendable {
             return value
         }
 
-        func bool(_ key: String) throws(ConfigError) -> Bool {
+        func bool(_ key: String, default defaultValue: Bool = false) throws(ConfigError) -> Bool {
             switch value(key) {
-            case nil: return false
+            case nil: return defaultValue
             case .bool(let flag): return flag
             default: throw fail(key, "true or false")
             }

@@ -86,11 +86,12 @@ public struct TollgateRequestContext: RequestContext, RemoteAddressRequestContex
 struct ClientMiddleware: RouterMiddleware {
     typealias Context = TollgateRequestContext
     let tls: Bool
-    let trustedProxies: TrustedProxies
+    /// `TrustedProxies` of the configuration in force.
+    let live: LiveConfig
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        context.identifyClient(request.headers, tls: tls, trustedProxies: trustedProxies)
+        context.identifyClient(request.headers, tls: tls, trustedProxies: live.current.config.trustedProxies)
         return try await next(request, context)
     }
 }

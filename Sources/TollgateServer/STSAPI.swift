@@ -24,7 +24,8 @@ struct STSAPI: Sendable {
     static let maxSessionPolicy = 8 * 1024
 
     let authenticator: Authenticator
-    let roles: Set<String>
+    /// The configured roles, by name.
+    let roles: [String: Policy]
 
     /// An STS error: HTTP status, AWS code, message.
     struct Failure: Error {
@@ -53,7 +54,7 @@ struct STSAPI: Sendable {
         let requestID = RequestID.next()
         do {
             do {
-                try controller.rateLimits?.admit(address: context.clientAddress, now: controller.clock(), logger: context.logger)
+                try controller.rateLimits.admit(address: context.clientAddress, now: controller.clock(), logger: context.logger)
             } catch {
                 throw Failure(429, "Throttling", "Rate exceeded")
             }
@@ -99,7 +100,7 @@ struct STSAPI: Sendable {
                                                    duration: parameters.fields["DurationSeconds"], now: now)
         if let subject = decision.subject {
             do {
-                try controller.rateLimits?.admit(subject: subject, address: context.clientAddress, now: now, logger: context.logger)
+                try controller.rateLimits.admit(subject: subject, address: context.clientAddress, now: now, logger: context.logger)
             } catch {
                 throw Failure(429, "Throttling", "Rate exceeded")
             }
@@ -180,13 +181,13 @@ struct STSAPI: Sendable {
     // MARK: Parameters
 
     /// `arn:…:role/NAME` → NAME, which must be a configured role.
-    static func roleName(_ arn: String?, known: Set<String>) throws(Failure) -> String {
+    static func roleName(_ arn: String?, known: [String: Policy]) throws(Failure) -> String {
         guard let arn, !arn.isEmpty else { throw Failure(400, "ValidationError", "RoleArn is required.") }
         guard arn.hasPrefix("arn:"), let range = arn.range(of: ":role/", options: .backwards) else {
             throw Failure(400, "ValidationError", "RoleArn must be an ARN ending in :role/NAME.")
         }
         let name = String(arn[range.upperBound...].split(separator: "/").last ?? "")
-        guard known.contains(name) else { throw Failure(403, "AccessDenied", "No role named \(name) is configured.") }
+        guard known[name] != nil else { throw Failure(403, "AccessDenied", "No role named \(name) is configured.") }
         return name
     }
 

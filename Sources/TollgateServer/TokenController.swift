@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import NIOCore
 import TollgateIdentity
+import TollgatePolicy
 import TollgateToken
 
 /// The token endpoint: `GET`/`POST` on `/`, `/sts/getkey` and `/sts/getsts` answer the JSON the
@@ -12,35 +13,34 @@ import TollgateToken
 /// with no subject (the reference server's behaviour). With one, the caller presents a login
 /// token (`Authorization: Bearer`, `?access_token=`, or `access_token` in a form or JSON POST
 /// body); its verified identity decides the role and fills `${user}` and `${jwt:*}`.
+///
+/// `TokenRoutes` makes one for each request, from the configuration in force when it arrives.
 struct TokenController: Sendable {
-    static let paths: [RouterPath] = ["/", "/sts/getkey", "/sts/getsts"]
-
     let tokens: TokenService
     let lifetime: Int
-    let policies: PolicyStore
+    let policies: [String: Policy]
     let authentication: AuthenticationSettings?
     let identities: IdentityVerifier?
     let roleMaxSessionSeconds: [String: Int]
     /// The AWS STS query API on the same port (requests with an `Action` parameter).
-    let sts: STSAPI?
-    /// Per address and per subject (`RateLimits`); nil: none.
-    let rateLimits: TokenRateLimits?
+    let sts: STSAPI
+    /// Per address and per subject (`RateLimits`).
+    let rateLimits: TokenRateLimits
     let clock: @Sendable () -> Date
-    /// `tollgate_tokens_issued_total{role=…}`, one counter per role, made once.
-    let issuedCounters = InstrumentCache<String, Counter> { role in
-        Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", role)])
-    }
-    /// `tollgate_token_refusals_total{code=…}`: requests refused with an identity error (the
-    /// fixed set of `IdentityError` codes: missing or invalid login token, rejected claim, …).
-    let refusalCounters = InstrumentCache<String, Counter> { code in
-        Counter(label: "tollgate_token_refusals_total", dimensions: [("code", code)])
-    }
+    let metrics: TokenMetrics
 
-    func addRoutes(to router: Router<TollgateRequestContext>) {
-        for path in Self.paths {
-            router.get(path, use: issue)
-            router.post(path, use: issue)
-        }
+    init(_ snapshot: ConfigSnapshot, revocations: RevocationStore?, clock: @escaping @Sendable () -> Date, metrics: TokenMetrics) {
+        tokens = snapshot.tokens
+        lifetime = snapshot.config.tokenExpireTime
+        policies = snapshot.policies
+        authentication = snapshot.config.authentication
+        identities = snapshot.identities
+        roleMaxSessionSeconds = snapshot.config.roleMaxSessionSeconds
+        sts = STSAPI(authenticator: Authenticator(root: snapshot.root, tokens: snapshot.tokens, revocations: revocations),
+                     roles: snapshot.policies)
+        rateLimits = snapshot.rateLimits
+        self.clock = clock
+        self.metrics = metrics
     }
 
     /// What the caller sent: the query and body parameters, the body itself, the login token.
@@ -118,7 +118,7 @@ struct TokenController: Sendable {
             return Decision(role: TollgateConfig.defaultRole, duration: try self.duration(duration, role: TollgateConfig.defaultRole))
         }
         let identity = try await identities.verify(loginToken, now: now)
-        if let named = identity.role, !policies.roleNames.contains(named) {
+        if let named = identity.role, policies[named] == nil {
             throw .rejectedClaim("The login webhook named the unknown role \"\(named)\".")
         }
         let role = try authentication.role(for: identity.claims, named: identity.role, requested: requested)
@@ -146,17 +146,17 @@ struct TokenController: Sendable {
         let decision: Decision
         do {
             let parameters = try await Parameters.read(request)
-            if let action = parameters.fields["Action"], let sts {
+            if let action = parameters.fields["Action"] {
                 return await sts.handle(action: action, parameters: parameters, request: request, context: context, controller: self)
             }
             // A flood from one address costs a lookup, not a signature check.
-            try rateLimits?.admit(address: context.clientAddress, now: now, logger: context.logger)
+            try rateLimits.admit(address: context.clientAddress, now: now, logger: context.logger)
             decision = try await decide(loginToken: parameters.loginToken, role: parameters.role, duration: parameters.duration, now: now)
             if let subject = decision.subject {
-                try rateLimits?.admit(subject: subject, address: context.clientAddress, now: now, logger: context.logger)
+                try rateLimits.admit(subject: subject, address: context.clientAddress, now: now, logger: context.logger)
             }
         } catch let error as IdentityError {
-            refusalCounters[error.code].increment()
+            metrics.refusals[error.code].increment()
             context.logger.info("token refused", metadata: [
                 "token.refusal": .string(error.code), "token.reason": .string(error.message),
                 "client.address": .string(context.clientAddress),
@@ -170,7 +170,7 @@ struct TokenController: Sendable {
             if error.httpStatus == 401 { response.headers[.wwwAuthenticate] = #"Bearer realm="tollgate""# }
             return response
         }
-        guard policies.policy(forRole: decision.role) != nil else {
+        guard policies[decision.role] != nil else {
             throw TokenEndpointError(.serviceUnavailable, code: "PolicyUnavailable", message: "The role policy is not loaded")
         }
         let issued = try tokens.issue(subject: decision.subject, role: decision.role, claims: decision.claims,
@@ -194,7 +194,7 @@ struct TokenController: Sendable {
                 "client.address": .string(context.clientAddress),
             ]
         )
-        issuedCounters[issued.claims.role].increment()
+        metrics.issued[issued.claims.role].increment()
     }
 
     /// POSTs the presented token to the app's login webhook.
@@ -215,6 +215,42 @@ struct TokenController: Sendable {
         guard response.status == .ok else { throw IdentityError.communication("\(url) answered \(response.status.code)") }
         let body = try await response.body.collect(upTo: JWKSCache.maxDocumentBytes)
         return Array(buffer: body)
+    }
+}
+
+/// The token endpoint's routes. Each request is answered by a `TokenController` made from the
+/// configuration in force when it arrives, read once.
+struct TokenRoutes: Sendable {
+    static let paths: [RouterPath] = ["/", "/sts/getkey", "/sts/getsts"]
+
+    let live: LiveConfig
+    let revocations: RevocationStore?
+    let clock: @Sendable () -> Date
+    let metrics = TokenMetrics()
+
+    func addRoutes(to router: Router<TollgateRequestContext>) {
+        for path in Self.paths {
+            router.get(path, use: issue)
+            router.post(path, use: issue)
+        }
+    }
+
+    @Sendable func issue(_ request: Request, context: TollgateRequestContext) async throws -> Response {
+        try await TokenController(live.current, revocations: revocations, clock: clock, metrics: metrics)
+            .issue(request, context: context)
+    }
+}
+
+/// The token endpoint's counters, made once per label and shared by every request.
+final class TokenMetrics: Sendable {
+    /// `tollgate_tokens_issued_total{role=…}`.
+    let issued = InstrumentCache<String, Counter> { role in
+        Counter(label: "tollgate_tokens_issued_total", dimensions: [("role", role)])
+    }
+    /// `tollgate_token_refusals_total{code=…}`: requests refused with an identity error (the
+    /// fixed set of `IdentityError` codes: missing or invalid login token, rejected claim, …).
+    let refusals = InstrumentCache<String, Counter> { code in
+        Counter(label: "tollgate_token_refusals_total", dimensions: [("code", code)])
     }
 }
 

@@ -5,34 +5,39 @@ import TollgateStore
 
 /// Aborts incomplete multipart uploads older than `MultipartUploadExpirySeconds` (counted from
 /// initiation, as S3's AbortIncompleteMultipartUpload rule counts), deleting their parts: once
-/// at start-up, then every `interval` until shutdown.
+/// at start-up, then every `min(expiry, 1 hour)` until shutdown. The expiry is read from the
+/// configuration in force, so a reload that shortens it applies within a second.
 public struct UploadExpiry: Service {
     let store: LocalObjectStore
-    let expirySeconds: Int
-    let interval: Duration
+    let live: LiveConfig
     let logger: Logger
     let clock: @Sendable () -> Date
 
-    public init(store: LocalObjectStore, config: TollgateConfig, logger: Logger, clock: @escaping @Sendable () -> Date = { Date() }) {
+    public init(store: LocalObjectStore, live: LiveConfig, logger: Logger, clock: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
-        self.expirySeconds = config.multipartUploadExpirySeconds
-        // Often enough that an upload outlives its expiry by at most an hour (or its expiry).
-        self.interval = .seconds(min(config.multipartUploadExpirySeconds, 3600))
+        self.live = live
         self.logger = logger
         self.clock = clock
     }
+
+    var expirySeconds: Int { live.current.config.multipartUploadExpirySeconds }
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 await sweep()
-                do { try await Task.sleep(for: interval) } catch { return }
+                // Often enough that an upload outlives its expiry by at most an hour (or its expiry).
+                let swept = ContinuousClock.now
+                repeat {
+                    do { try await Task.sleep(for: .seconds(1)) } catch { return }
+                } while ContinuousClock.now - swept < .seconds(min(expirySeconds, 3600))
             }
         }
     }
 
     /// One pass: aborts what has expired by now.
     func sweep() async {
+        let expirySeconds = expirySeconds
         let cutoff = clock().addingTimeInterval(-Double(expirySeconds))
         do {
             let aborted = try await store.abortUploads(initiatedBefore: cutoff)

@@ -68,7 +68,7 @@ extension LocalObjectStore {
         try StoreNames.validateBucket(bucket)
         try StoreNames.validateKey(key)
         let upload = MultipartUpload(bucket: bucket, key: key, uploadID: try StorageLayout.newID(), initiated: now(), metadata: metadata)
-        let limit = configuration.maxUploadsPerBucket
+        let limit = maxUploadsPerBucket
         try await write { db in
             try Self.requireBucket(db, bucket)
             let inProgress = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM upload WHERE bucket = ?", arguments: [bucket]) ?? 0

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import NIOCore
+import Synchronization
 import TollgateCrypto
 
 #if canImport(Glibc)
@@ -36,7 +37,8 @@ public final class LocalObjectStore: ObjectStore {
         public var readChunkSize: Int
         /// Object rows kept in memory for GET and HEAD (0: none).
         public var cachedObjects: Int
-        /// In-progress multipart uploads a bucket may hold (`tooManyUploads` beyond).
+        /// In-progress multipart uploads a bucket may hold (`tooManyUploads` beyond), at first;
+        /// `setMaxUploadsPerBucket` changes it while the store is open.
         public var maxUploadsPerBucket: Int
         public var now: @Sendable () -> Date
         /// Told when writes start failing for lack of space (`true`, with the failure) and when
@@ -77,6 +79,7 @@ public final class LocalObjectStore: ObjectStore {
     let appendLocks = KeyedLock()
     let objectCache: ObjectInfoCache
     let storageState: StorageFullState
+    private let uploadLimit: Atomic<Int>
     public let recovery: RecoveryReport
 
     /// Opens (creating if needed) the store and runs crash recovery. Call before serving.
@@ -84,6 +87,7 @@ public final class LocalObjectStore: ObjectStore {
         self.configuration = configuration
         objectCache = ObjectInfoCache(capacity: configuration.cachedObjects)
         storageState = StorageFullState(changed: configuration.storageFullChanged)
+        uploadLimit = Atomic(configuration.maxUploadsPerBucket)
         let root = URL(fileURLWithPath: configuration.directory).standardizedFileURL.path
         layout = StorageLayout(root: root)
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -105,6 +109,15 @@ public final class LocalObjectStore: ObjectStore {
 
     public convenience init(directory: String) throws {
         try self.init(configuration: Configuration(directory: directory))
+    }
+
+    /// In-progress multipart uploads a bucket may hold now.
+    public var maxUploadsPerBucket: Int { uploadLimit.load(ordering: .relaxed) }
+
+    /// Changes the limit for uploads created from now on (a config reload); uploads already in
+    /// progress are kept.
+    public func setMaxUploadsPerBucket(_ limit: Int) {
+        uploadLimit.store(limit, ordering: .relaxed)
     }
 
     /// Closes the database. The store must not be used afterwards.
@@ -379,13 +392,17 @@ public final class LocalObjectStore: ObjectStore {
         }
     }
 
-    public func ensureBuckets(_ names: [String]) async throws {
+    @discardableResult
+    public func ensureBuckets(_ names: [String]) async throws -> [String] {
         for name in names { try StoreNames.validateBucket(name) }
         let created = now()
-        try await write { db in
+        return try await write { db in
+            var added: [String] = []
             for name in names {
                 try db.execute(sql: "INSERT OR IGNORE INTO bucket (name, created_ms) VALUES (?, ?)", arguments: [name, Millis.from(created)])
+                if db.changesCount > 0 { added.append(name) }
             }
+            return added
         }
     }
 

@@ -13,8 +13,9 @@ public protocol ObjectStore: Sendable {
     func headBucket(_ name: String) async throws -> BucketInfo
     /// Throws `bucketNotEmpty` while objects or multipart uploads exist.
     func deleteBucket(_ name: String) async throws
-    /// Creates the configured buckets that do not exist yet.
-    func ensureBuckets(_ names: [String]) async throws
+    /// Creates the buckets that do not exist yet; returns those it created, in order.
+    @discardableResult
+    func ensureBuckets(_ names: [String]) async throws -> [String]
 
     // MARK: Objects
     /// Streams `body` to storage and commits it atomically, replacing any previous version.

@@ -18,15 +18,27 @@ struct ServeCommand: AsyncParsableCommand {
         // Everything the server creates (store files, SQLite database, root credentials) is
         // readable by its own user only: files 0600, directories 0700.
         umask(0o077)
-        let config = try loadConfigOrExit(config)
+        let files: ConfigFiles
+        do {
+            files = try ConfigFiles.read(path: config)
+        } catch {
+            for problem in error.problems {
+                switch problem {
+                case .config(let error): printError("tollgate: config error: \(error)")
+                case .policy(let diagnostic): printError("tollgate: policy error: \(diagnostic)")
+                }
+            }
+            throw ExitCode(2)
+        }
+        let config = files.config
         let root = try resolveRootOrExit(config)
         let tokenCertificates = try config.tls.map(loadCertificatesOrExit)
         let gatewayCertificates = try config.gatewayTLS.map(loadCertificatesOrExit)
-        let policies: PolicyStore
+        let snapshot: ConfigSnapshot
         do {
-            policies = try PolicyStore(config: config)
+            snapshot = try ConfigSnapshot(files, root: root)
         } catch {
-            for diagnostic in error.diagnostics { printError("tollgate: policy error: \(diagnostic)") }
+            printError("tollgate: config error: \(error)")
             throw ExitCode(2)
         }
 
@@ -61,26 +73,27 @@ struct ServeCommand: AsyncParsableCommand {
         }
         logger.info("root access key", metadata: ["root.access_key_id": "\(root.accessKeyID)"])
 
-        var state = try TollgateState(config: config, root: root, policies: policies)
+        var state = TollgateState(snapshot)
         let revocations = try openRevocationsOrExit(config)
         state.revocations = revocations
         let store: LocalObjectStore
         do {
-            store = try await openStore(config: config, logger: logger)
+            store = try openStore(config: config, logger: logger)
         } catch {
             LogOutput.standardOutput.flush()
             printError("tollgate: cannot open the object store in \(config.dataDirectory): \(error)")
             throw ExitCode(2)
         }
         defer { try? store.close() }
+        await createRequiredBuckets(snapshot, store: store, logger: logger)
         let tokenApp = try buildTokenApplication(state: state, certificates: tokenCertificates, metrics: registry, logger: logger)
         let gatewayApp = try buildGatewayApplication(state: state, store: store, certificates: gatewayCertificates, logger: logger)
         logger.info("token endpoint listening", metadata: ["listen.address": "\(config.listenAddress):\(config.port)", "token.lifetime": "\(config.tokenExpireTime)",
                                                            "listen.scheme": "\(tokenCertificates == nil ? "http" : "https")"])
         logger.info("gateway listening", metadata: ["listen.address": "\(config.gatewayAddress):\(config.gatewayPort)",
                                                     "listen.scheme": "\(gatewayCertificates == nil ? "http" : "https")"])
-        var services: [any Service] = [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger),
-                                       UploadExpiry(store: store, config: config, logger: logger),
+        var services: [any Service] = [tokenApp, gatewayApp, ConfigReloader(live: state.live, store: store, logger: logger),
+                                       UploadExpiry(store: store, live: state.live, logger: logger),
                                        RevocationWatcher(store: revocations, logger: logger)]
         var certificates: [(name: String, certificates: TLSCertificates)] = []
         if let tokenCertificates { certificates.append((name: "token", certificates: tokenCertificates)) }

@@ -71,15 +71,6 @@ func refusedRoutes(method: String, bucket: String?, key: String?, query: [String
     }
 }
 
-private func gateway(baseDomain: String? = nil) throws -> Gateway {
-    let fixture = try Fixture()
-    defer { fixture.remove() }
-    return Gateway(
-        store: try LocalObjectStore(directory: fixture.directory + "/store"), authenticator: Authenticator(root: fixture.state.root, tokens: fixture.state.tokens),
-        policies: fixture.state.policies, baseDomain: baseDomain, tls: false, trustedProxies: .none, clock: { Date() }
-    )
-}
-
 @Test("addressing keeps keys exactly, traversal included", arguments: [
     ("/", nil as String?, nil as String?),
     ("/bucket", "bucket", nil),
@@ -93,23 +84,22 @@ private func gateway(baseDomain: String? = nil) throws -> Gateway {
     ("/bucket/100%25", "bucket", "100%"),
 ])
 func pathStyle(rawPath: String, bucket: String?, key: String?) throws {
-    let address = try gateway().address(host: "127.0.0.1:9000", rawPath: rawPath)
+    let address = try Gateway.address(host: "127.0.0.1:9000", rawPath: rawPath, baseDomain: nil)
     #expect(address.bucket == bucket)
     #expect(address.key == key)
 }
 
 @Test func virtualHostStyle() throws {
-    let gateway = try gateway(baseDomain: "s3.example.test")
-    let virtual = try gateway.address(host: "photos.s3.example.test:9000", rawPath: "/a/b.jpg")
+    let virtual = try Gateway.address(host: "photos.s3.example.test:9000", rawPath: "/a/b.jpg", baseDomain: "s3.example.test")
     #expect(virtual.bucket == "photos")
     #expect(virtual.key == "a/b.jpg")
-    let path = try gateway.address(host: "s3.example.test", rawPath: "/photos/a/b.jpg")
+    let path = try Gateway.address(host: "s3.example.test", rawPath: "/photos/a/b.jpg", baseDomain: "s3.example.test")
     #expect(path.bucket == "photos")
     #expect(path.key == "a/b.jpg")
 }
 
 @Test func invalidUTF8KeyIsRefused() throws {
-    #expect(throws: GatewayError.self) { try gateway().address(host: nil, rawPath: "/bucket/%FF%FE") }
+    #expect(throws: GatewayError.self) { try Gateway.address(host: nil, rawPath: "/bucket/%FF%FE", baseDomain: nil) }
 }
 
 @Test("copy sources", arguments: [

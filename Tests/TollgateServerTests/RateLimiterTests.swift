@@ -100,7 +100,8 @@ func tokenBucket(_ c: BucketCase) {
     defer { fixture.remove() }
     var config = fixture.config
     config.rateLimits.perAddress = RateLimit(perMinute: 6, burst: 2)
-    let state = try TollgateState(config: config, root: fixture.state.root, policies: fixture.state.policies, clock: { now })
+    let files = ConfigFiles(config: config, policies: fixture.state.snapshot.policies, contents: [:])
+    let state = TollgateState(try ConfigSnapshot(files, root: fixture.state.snapshot.root, clock: { now }), clock: { now })
     let log = CapturedLog()
     let app = Application(router: buildTokenRouter(state: state), logger: log.logger())
     try await app.test(.router) { client in

@@ -51,9 +51,8 @@ struct Fixture {
             """
         try json.write(toFile: directory + "/config.json", atomically: true, encoding: .utf8)
         config = try TollgateConfig.load(path: directory + "/config.json", environment: [:])
-        state = try TollgateState(
-            config: config, root: try RootCredentials.resolve(config), policies: try PolicyStore(config: config), clock: now
-        )
+        let snapshot = try ConfigSnapshot(path: directory + "/config.json", root: try RootCredentials.resolve(config), environment: [:], clock: now)
+        state = TollgateState(snapshot, clock: now)
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: directory) }

@@ -28,7 +28,7 @@ func tokenShape(path: String, method: HTTPRequest.Method) async throws {
             let json = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
             #expect(json["StatusCode"] as? Int == 200)
             let token = try #require(json["SecurityToken"] as? String)
-            let verified = try fixture.state.tokens.verify(token, now: fixedNow)
+            let verified = try fixture.state.snapshot.tokens.verify(token, now: fixedNow)
             #expect(verified.secret == json["AccessKeySecret"] as? String)
             #expect(verified.claims.accessKeyId == json["AccessKeyId"] as? String)
             #expect(verified.claims.role == "default")
@@ -93,7 +93,7 @@ func tokenShape(path: String, method: HTTPRequest.Method) async throws {
         }
         #expect(!log.text.contains(secret))
     }
-    #expect(!log.text.contains(fixture.state.root.accessKeySecret))
+    #expect(!log.text.contains(fixture.state.snapshot.root.accessKeySecret))
 }
 
 @Test func logLinesHaveSortedKeysEventOverridesAndQuotedValues() {

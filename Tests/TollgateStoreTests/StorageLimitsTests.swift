@@ -145,6 +145,21 @@ final class TestClock: Sendable {
         let listed = try await store.listMultipartUploads(bucket: "full", query: ListUploadsQuery())
         #expect(listed.uploads.map(\.key) == ["k1", "k2", "k3"])
     }
+
+    @Test func theLimitChangesWhileTheStoreIsOpen() async throws {
+        let box = try Sandbox()
+        let store = try DiskFault().open(box, maxUploadsPerBucket: 1)
+        try await store.createBucket("bkt")
+        _ = try await store.createMultipartUpload(bucket: "bkt", key: "k0", metadata: ObjectMetadata())
+        #expect(await storeError { _ = try await store.createMultipartUpload(bucket: "bkt", key: "k1", metadata: ObjectMetadata()) }
+            == .tooManyUploads(bucket: "bkt", limit: 1))
+        store.setMaxUploadsPerBucket(2)
+        _ = try await store.createMultipartUpload(bucket: "bkt", key: "k1", metadata: ObjectMetadata())
+        store.setMaxUploadsPerBucket(1)
+        #expect(await storeError { _ = try await store.createMultipartUpload(bucket: "bkt", key: "k2", metadata: ObjectMetadata()) }
+            == .tooManyUploads(bucket: "bkt", limit: 1))
+        #expect(try await store.listMultipartUploads(bucket: "bkt", query: ListUploadsQuery()).uploads.count == 2, "uploads in progress are kept")
+    }
 }
 
 @Suite struct UploadExpiryTests {

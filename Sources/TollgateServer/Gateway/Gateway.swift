@@ -16,13 +16,12 @@ struct Gateway: HTTPResponder, Sendable {
     typealias Context = TollgateRequestContext
 
     let store: any ObjectStore
-    let authenticator: Authenticator
-    let policies: PolicyStore
-    /// Virtual-host addressing: `bucket.<baseDomain>`.
-    let baseDomain: String?
+    /// The configuration in force: each request reads it once, when it arrives.
+    let live: LiveConfig
+    /// Revoked credentials are refused; nil: none are.
+    let revocations: RevocationStore?
     /// The gateway listener speaks TLS.
     let tls: Bool
-    let trustedProxies: TrustedProxies
     let clock: @Sendable () -> Date
     let metrics = GatewayMetrics()
 
@@ -31,6 +30,8 @@ struct Gateway: HTTPResponder, Sendable {
         let request: Request
         let route: GatewayRoute
         let identity: GatewayIdentity
+        /// What the token's role (and session policy) allows; nil for the root credentials.
+        let policy: EffectivePolicy?
         let dialect: Dialect
         /// Decoded query parameters (first value of each name).
         let query: [String: String]
@@ -56,8 +57,9 @@ struct Gateway: HTTPResponder, Sendable {
 
     func respond(to request: Request, context: Context) async throws -> Response {
         let start = GatewayMetrics.now()
+        let snapshot = live.current
         var context = context
-        context.identifyClient(request.headers, tls: tls, trustedProxies: trustedProxies)
+        context.identifyClient(request.headers, tls: tls, trustedProxies: snapshot.config.trustedProxies)
         let requestID = RequestID.next()
         let signed = SignatureRequest(request, now: clock())
         let rawPath = signed.rawPath
@@ -66,16 +68,27 @@ struct Gateway: HTTPResponder, Sendable {
         let isHead = request.method == .head
         var addressed: (bucket: String?, key: String?)?
         var operation: GatewayOperation?
+        let authenticator = Authenticator(root: snapshot.root, tokens: snapshot.tokens, revocations: revocations)
         do {
-            let (bucket, key) = try address(host: request.head.authority, rawPath: rawPath)
+            let (bucket, key) = try Self.address(host: request.head.authority, rawPath: rawPath, baseDomain: snapshot.config.gatewayBaseDomain)
             addressed = (bucket, key)
             let query = Self.decodeQuery(signed.rawQueryItems)
             let copySource = request.headers[dialect == .s3 ? .amzCopySource : .ossCopySource]
             let route = try GatewayRoute.route(method: request.method.rawValue, bucket: bucket, key: key, query: query, copySource: copySource)
             operation = route.operation
-            let identity = try authenticate(signed, scheme: scheme, dialect: dialect, bucket: bucket, key: key, context: context)
-            let call = Call(request: request, route: route, identity: identity, dialect: dialect, query: query, requestID: requestID,
-                            sourceIP: context.clientIP, secureTransport: context.secureTransport, baseLogger: context.logger)
+            let identity = try authenticate(signed, scheme: scheme, dialect: dialect, bucket: bucket, key: key,
+                                            authenticator: authenticator, context: context)
+            let policy: EffectivePolicy?
+            do throws(GatewayError) { policy = try identity.claims.map { claims throws(GatewayError) in try Self.effectivePolicy(claims, policies: snapshot.policies) } } catch {
+                metrics.denied(.policyImplicitDeny)
+                context.logger.info("gateway request denied", metadata: [
+                    "gateway.operation": "\(route.operation.rawValue)", "gateway.access_key_id": "\(identity.accessKeyId)",
+                    "token.role": "\(identity.claims?.role ?? "-")", "policy.decision": "Deny (implicit)", "policy.statement": "\(error.message)",
+                ])
+                throw error
+            }
+            let call = Call(request: request, route: route, identity: identity, policy: policy, dialect: dialect, query: query,
+                            requestID: requestID, sourceIP: context.clientIP, secureTransport: context.secureTransport, baseLogger: context.logger)
             try authorize(call)
             if request.headers[.expect] != nil {
                 // Accepted: now the client may send the body it held back (see ExpectContinueHandler).
@@ -101,7 +114,7 @@ struct Gateway: HTTPResponder, Sendable {
 
     /// Bucket and key from the Host header (virtual-host style, when a base domain is set) and
     /// the path (path style). The key is percent-decoded and must be UTF-8.
-    func address(host: String?, rawPath: String) throws(GatewayError) -> (bucket: String?, key: String?) {
+    static func address(host: String?, rawPath: String, baseDomain: String?) throws(GatewayError) -> (bucket: String?, key: String?) {
         var path = rawPath.hasPrefix("/") ? rawPath.dropFirst() : rawPath[...]
         var bucket: String?
         if let baseDomain, let host {
@@ -151,7 +164,7 @@ struct Gateway: HTTPResponder, Sendable {
     /// Verifies the signature (root or a vended credential) and refuses revoked credentials;
     /// every refusal is counted by its reason.
     func authenticate(_ signed: SignatureRequest, scheme: SignatureScheme, dialect: Dialect, bucket: String?, key: String?,
-                      context: Context) throws -> GatewayIdentity {
+                      authenticator: Authenticator, context: Context) throws -> GatewayIdentity {
         let identity: GatewayIdentity
         switch scheme {
         case .anonymous:
@@ -185,11 +198,8 @@ struct Gateway: HTTPResponder, Sendable {
     /// delete nothing there is refused before its body is read, whether the bucket exists or not.
     func authorize(_ call: Call) throws(GatewayError) {
         guard let claims = call.identity.claims else { return }
-        let policy: EffectivePolicy
-        do throws(GatewayError) { policy = try effectivePolicy(claims) } catch {
-            denied(call, claims: claims, outcome: .implicitDeny, policyFile: "-", statement: error.message)
-            throw error
-        }
+        // A token always has its policy here (respond refuses one whose role has none).
+        guard let policy = call.policy else { throw .accessDenied() }
         let route = call.route
         if case .deleteObjects(let bucket) = route {
             let context = policyContext(call, claims: claims)
@@ -235,8 +245,8 @@ struct Gateway: HTTPResponder, Sendable {
         call.logger.info("gateway request denied", metadata: metadata)
     }
 
-    func effectivePolicy(_ claims: TokenClaims) throws(GatewayError) -> EffectivePolicy {
-        guard let role = policies.policy(forRole: claims.role) else { throw .accessDenied("The token's role has no policy.") }
+    static func effectivePolicy(_ claims: TokenClaims, policies: [String: Policy]) throws(GatewayError) -> EffectivePolicy {
+        guard let role = policies[claims.role] else { throw .accessDenied("The token's role has no policy.") }
         guard let sessionText = claims.sessionPolicy else { return EffectivePolicy(role: role) }
         do {
             return EffectivePolicy(role: role, session: try Policy.load(text: sessionText, file: "session policy", variables: [:]))

@@ -232,7 +232,7 @@ extension Gateway {
         var allowed: [String] = []
         var denied: [String] = []
         if let claims = call.identity.claims {
-            let policy = try effectivePolicy(claims)
+            guard let policy = call.policy else { throw GatewayError.accessDenied() }
             let context = policyContext(call, claims: claims)
             for key in request.keys {
                 let decision = policy.evaluate(GatewayOperation.deleteObject.requiredChecks(bucket: bucket, key: key), context: context)

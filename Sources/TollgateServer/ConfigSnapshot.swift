@@ -1,0 +1,212 @@
+import Foundation
+import Synchronization
+import TollgateIdentity
+import TollgatePolicy
+import TollgateStore
+import TollgateToken
+
+/// One problem that refuses a configuration: in config.json, or in one of its policy files.
+public enum ConfigProblem: Sendable, CustomStringConvertible {
+    case config(ConfigError)
+    case policy(PolicyDiagnostic)
+
+    public var file: String {
+        switch self {
+        case .config(let error): error.file
+        case .policy(let diagnostic): diagnostic.file
+        }
+    }
+
+    /// `file: message` or `file:line:column: message`.
+    public var description: String {
+        switch self {
+        case .config(let error): error.description
+        case .policy(let diagnostic): diagnostic.description
+        }
+    }
+}
+
+/// config.json or a policy file it names was refused. `contents` holds what was read of every
+/// file the attempt needed (nil: unreadable), so an edit to any of them is noticed.
+public struct ConfigLoadError: Error, Sendable, CustomStringConvertible {
+    public let problems: [ConfigProblem]
+    public let contents: [String: Data?]
+
+    public var description: String { problems.map(\.description).joined(separator: "\n") }
+}
+
+/// config.json and the policy files of its roles, read and validated together: nothing is used
+/// unless all of it is good.
+public struct ConfigFiles: Sendable {
+    public let config: TollgateConfig
+    /// Role name → its compiled policy.
+    public let policies: [String: Policy]
+    /// config.json and every policy file → the bytes they were built from.
+    public let contents: [String: Data]
+
+    public static func read(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigLoadError) -> ConfigFiles {
+        var contents: [String: Data?] = [:]
+        func fail(_ problems: [ConfigProblem]) -> ConfigLoadError { ConfigLoadError(problems: problems, contents: contents) }
+        let config: TollgateConfig
+        do {
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            contents[path] = data
+            config = try TollgateConfig.parse(data, path: path, environment: environment)
+        } catch let error as ConfigError {
+            throw fail([.config(error)])
+        } catch {
+            contents[path] = .some(nil)
+            throw fail([.config(ConfigError(file: path, "cannot read the file (\(error.localizedDescription))"))])
+        }
+        var policies: [String: Policy] = [:]
+        var problems: [ConfigProblem] = []
+        for (role, file) in config.roles.sorted(by: { $0.key < $1.key }) {
+            do throws(PolicyLoadError) {
+                let data: Data
+                if let read = contents[file] {
+                    guard let read else { continue }  // unreadable, already reported
+                    data = read
+                } else {
+                    do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
+                        contents[file] = .some(nil)
+                        throw PolicyLoadError(diagnostics: [
+                            PolicyDiagnostic(file: file, line: 1, column: 1, message: "cannot read the file (\(error.localizedDescription))"),
+                        ])
+                    }
+                    contents[file] = data
+                }
+                guard let text = String(data: data, encoding: .utf8) else {
+                    throw PolicyLoadError(diagnostics: [PolicyDiagnostic(file: file, line: 1, column: 1, message: "the file is not UTF-8")])
+                }
+                policies[role] = try Policy.load(text: text, file: file, variables: config.variables)
+            } catch {
+                problems += error.diagnostics.map(ConfigProblem.policy)
+            }
+        }
+        guard problems.isEmpty else { throw fail(problems) }
+        return ConfigFiles(config: config, policies: policies, contents: contents.compactMapValues { $0 })
+    }
+}
+
+/// Everything config.json and the policy files decide, validated as a whole and never changed
+/// afterwards: a reload builds a new snapshot and `LiveConfig` swaps it in. A request reads one
+/// snapshot and uses it throughout, so it never sees half of an edit.
+public final class ConfigSnapshot: Sendable {
+    /// The config in force. Keys that need a restart (`TollgateConfig.restartOnlyKeys`) keep
+    /// the values the process started with.
+    public let config: TollgateConfig
+    /// Resolved once at start-up; the same in every snapshot.
+    public let root: RootCredentials
+    /// Signs with the root secret; verifies with it and with `PreviousAccessKeySecrets`.
+    public let tokens: TokenService
+    /// Role name → its compiled policy.
+    public let policies: [String: Policy]
+    /// Verifies app users' login tokens; nil without an `Authentication` section.
+    public let identities: IdentityVerifier?
+    public let rateLimits: TokenRateLimits
+    /// config.json and the policy files → the bytes this snapshot was built from.
+    public let contents: [String: Data]
+
+    /// Builds the snapshot of `files`. Given the `running` one, the keys that need a restart keep
+    /// their running values, and what must outlive a reload is carried over: the identity
+    /// verifier with its caches when `Authentication` did not change (otherwise the key sets of
+    /// providers whose settings did not change), and the rate limiters with their counts when
+    /// `RateLimits` did not change.
+    public init(_ files: ConfigFiles, root: RootCredentials, running: ConfigSnapshot? = nil,
+                clock: @escaping @Sendable () -> Date = { Date() }) throws(ConfigLoadError) {
+        var config = files.config
+        if let running { config.keepRestartOnlyValues(of: running.config) }
+        self.config = config
+        self.root = root
+        do {
+            tokens = try TokenService(rootSecret: root.accessKeySecret, previousSecrets: config.previousAccessKeySecrets)
+        } catch {
+            throw ConfigLoadError(problems: [.config(ConfigError(file: config.path, "cannot derive the token keys (\(error))"))],
+                                  contents: files.contents.mapValues(Optional.some))
+        }
+        policies = files.policies
+        if let settings = config.authentication {
+            if let previous = running?.identities, running?.config.authentication == settings {
+                identities = previous
+            } else {
+                identities = IdentityVerifier(settings: settings, fetch: TokenController.fetch, post: TokenController.post,
+                                              clock: clock, keySetsFrom: running?.identities)
+            }
+        } else {
+            identities = nil
+        }
+        if let running, running.config.rateLimits == config.rateLimits {
+            rateLimits = running.rateLimits
+        } else {
+            rateLimits = TokenRateLimits(config.rateLimits)
+        }
+        contents = files.contents
+    }
+
+    /// Reads, validates and builds in one step (start-up and tests).
+    public convenience init(path: String, root: RootCredentials, environment: [String: String] = ProcessInfo.processInfo.environment,
+                            clock: @escaping @Sendable () -> Date = { Date() }) throws(ConfigLoadError) {
+        try self.init(try ConfigFiles.read(path: path, environment: environment), root: root, clock: clock)
+    }
+
+    public var roleNames: [String] { config.roles.keys.sorted() }
+
+    /// A bucket that must exist, and who named it.
+    public struct RequiredBucket: Sendable, Equatable {
+        public var name: String
+        /// `Buckets` (config.json), or the policy file that names it.
+        public var namedBy: String
+    }
+
+    /// `Buckets`, then (unless `CreatePolicyBuckets` is false) the buckets the role policies name
+    /// literally, each once.
+    public var requiredBuckets: [RequiredBucket] {
+        var required = config.buckets.map { RequiredBucket(name: $0, namedBy: "Buckets") }
+        guard config.createPolicyBuckets else { return required }
+        for role in roleNames {
+            guard let policy = policies[role] else { continue }
+            for name in policy.literalBucketNames where !required.contains(where: { $0.name == name }) {
+                required.append(RequiredBucket(name: name, namedBy: policy.file))
+            }
+        }
+        return required
+    }
+}
+
+/// What a reload changes, for its log line.
+public struct ConfigChanges: Sendable, Equatable {
+    /// Keys of config.json whose new values apply now.
+    public var applied: [String] = []
+    /// Keys whose new values wait for a restart.
+    public var needRestart: [String] = []
+    /// Policy files whose content changed (new files come with a change to `Roles` or `PolicyFile`).
+    public var policyFiles: [String] = []
+
+    public var isEmpty: Bool { applied.isEmpty && needRestart.isEmpty && policyFiles.isEmpty }
+
+    public init(from running: ConfigSnapshot, to next: ConfigSnapshot) {
+        let restartOnly = Set(TollgateConfig.restartOnlyKeys.map(\.key))
+        for key in next.config.changedKeys(since: running.config) {
+            if restartOnly.contains(key) { needRestart.append(key) } else { applied.append(key) }
+        }
+        policyFiles = Set(next.config.roles.values).filter { file in
+            running.contents[file] != nil && running.contents[file] != next.contents[file]
+        }.sorted()
+    }
+}
+
+/// The configuration in force: one `ConfigSnapshot`, replaced whole by `ConfigReloader`.
+public final class LiveConfig: Sendable {
+    private let snapshot: Mutex<ConfigSnapshot>
+
+    public init(_ snapshot: ConfigSnapshot) {
+        self.snapshot = Mutex(snapshot)
+    }
+
+    /// The snapshot in force now. Read it once per request.
+    public var current: ConfigSnapshot { snapshot.withLock { $0 } }
+
+    func replace(with next: ConfigSnapshot) {
+        snapshot.withLock { $0 = next }
+    }
+}
