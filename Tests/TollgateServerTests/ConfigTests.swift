@@ -49,8 +49,6 @@ func tokenExpireTimeForms(value: String, expected: Int) throws {
     (#"{"PolicyFile": "p", "AccessKeySecret": "short"}"#, "AccessKeySecret must be at least 32 bytes"),
     (#"{"PolicyFile": "p", "DevelopmentMode": "yes"}"#, "DevelopmentMode must be true or false"),
     (#"{"PolicyFile": "p", "Roles": {"a b": "x.txt"}}"#, "role name"),
-    (#"{"PolicyFile": "p""#, "invalid JSON"),
-    (#"{"PolicyFile": "p" "Port": 1}"#, "invalid JSON"),
     (#"[1, 2]"#, "the top level must be a JSON object"),
     // Every secret that verifies tokens is as strong as the one that signs them.
     (#"{"PolicyFile": "p", "PreviousAccessKeySecrets": ["x"]}"#, "PreviousAccessKeySecrets[0] must be at least 32 bytes"),
@@ -160,4 +158,20 @@ func badConfig(json: String, message: String) {
 @Test func developmentModeAllowsShortPreviousSecrets() throws {
     let config = try parse(#"{"PolicyFile": "p", "AccessKeySecret": "dev", "PreviousAccessKeySecrets": ["x"], "DevelopmentMode": true}"#)
     #expect(config.previousAccessKeySecrets == ["x"])
+}
+
+@Test("JSON syntax errors name the line and column", arguments: [
+    (#"{"PolicyFile": "p""#, "/etc/tollgate/config.json:1:19: invalid JSON: "),
+    (#"{"PolicyFile": "p" "Port": 1}"#, "/etc/tollgate/config.json:1:20: invalid JSON: "),
+    ("{\n  \"PolicyFile\": \"p\",\n  \"Port\": 7080,\n}\n", "/etc/tollgate/config.json:4:1: invalid JSON: "),
+    ("{\n  \"PolicyFile\": \"p\",\n  \"Variables\": {\"A\": \"é\" \"B\": \"x\"}\n}", "/etc/tollgate/config.json:3:26: invalid JSON: "),
+])
+func configSyntaxErrorPosition(json: String, prefix: String) {
+    do {
+        _ = try parse(json)
+        Issue.record("accepted \(json)")
+    } catch {
+        #expect("\(error)".hasPrefix(prefix), "\(error)")
+        #expect(!"\(error)".contains("\n"), "one line")
+    }
 }
