@@ -19,6 +19,9 @@ public struct TollgateState: Sendable {
     /// Revoked credentials (`tollgate serve` opens them in the data directory); nil: none, and
     /// no admin endpoint.
     public var revocations: RevocationStore?
+    /// Where issued tokens are recorded (`tollgate serve` keeps it in the data directory, and
+    /// runs it as a service); nil: only the log line.
+    public var tokenAudit: TokenAuditLog?
     public let rateLimits: TokenRateLimits
 
     /// Verifies signatures with the root secret or a vended credential's, and refuses revoked ones.
@@ -43,7 +46,7 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
                     authentication: state.config.authentication, identities: state.identities,
                     roleMaxSessionSeconds: state.config.roleMaxSessionSeconds,
                     sts: STSAPI(authenticator: state.authenticator, roles: Set(state.config.roles.keys)),
-                    rateLimits: state.rateLimits, clock: state.clock)
+                    rateLimits: state.rateLimits, audit: state.tokenAudit, clock: state.clock)
         .addRoutes(to: router)
     if let revocations = state.revocations {
         AdminController(root: state.root, revocations: revocations, clock: state.clock).addRoutes(to: router)

@@ -26,6 +26,8 @@ struct TokenController: Sendable {
     let sts: STSAPI?
     /// Per address and per subject (`RateLimits`); nil: none.
     let rateLimits: TokenRateLimits?
+    /// The durable record of every issue (`token list`); nil: only the log line.
+    let audit: TokenAuditLog?
     let clock: @Sendable () -> Date
     let issuedCounters = IssuedCounters()
 
@@ -172,8 +174,10 @@ struct TokenController: Sendable {
         return TokenJSON.response(.ok, TokenJSON.credentials(issued, expiration: expiration))
     }
 
-    /// The audit line of every issue (never a token or a secret), and the counter by role.
+    /// The audit line of every issue (never a token or a secret), its record in the audit file,
+    /// and the counter by role.
     func logIssued(_ issued: IssuedCredentials, issuer: String?, expiration: String? = nil, context: TollgateRequestContext, via: String) {
+        let expiration = expiration ?? Timestamp.iso8601(issued.claims.expiresAt)
         context.logger.info(
             "token issued",
             metadata: [
@@ -181,11 +185,15 @@ struct TokenController: Sendable {
                 "token.issuer": .string(issuer ?? "-"),
                 "token.role": .string(issued.claims.role),
                 "token.access_key_id": .string(issued.accessKeyId),
-                "token.expiration": .string(expiration ?? Timestamp.iso8601(issued.claims.expiresAt)),
+                "token.expiration": .string(expiration),
                 "token.via": .string(via),
                 "client.address": .string(context.clientAddress),
             ]
         )
+        audit?.record(TokenAuditEntry(
+            time: Timestamp.iso8601(issued.claims.issuedAt), subject: issued.claims.subject, issuer: issuer, role: issued.claims.role,
+            accessKeyId: issued.accessKeyId, expiration: expiration, via: via, clientAddress: context.clientAddress
+        ))
         issuedCounters.counter(role: issued.claims.role).increment()
     }
 

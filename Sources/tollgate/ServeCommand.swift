@@ -58,6 +58,8 @@ struct ServeCommand: AsyncParsableCommand {
         var state = try TollgateState(config: config, root: root, policies: policies)
         let revocations = try openRevocationsOrExit(config)
         state.revocations = revocations
+        let tokenAudit = TokenAuditLog(dataDirectory: config.dataDirectory, logger: logger)
+        state.tokenAudit = tokenAudit
         let store: LocalObjectStore
         do {
             store = try await openStore(config: config, logger: logger)
@@ -75,7 +77,7 @@ struct ServeCommand: AsyncParsableCommand {
             configuration: .init(
                 services: [tokenApp, gatewayApp, PolicyReloader(policies: policies, logger: logger),
                            UploadExpiry(store: store, config: config, logger: logger),
-                           RevocationWatcher(store: revocations, logger: logger)],
+                           RevocationWatcher(store: revocations, logger: logger), tokenAudit],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )
