@@ -52,8 +52,8 @@ public struct GatewayClient: Sendable {
 
     public func listBuckets() async throws(Failure) -> [Bucket] {
         let body = try await send(.GET, path: "/")
-        let document: XMLDocument
-        do { document = try XMLDocument.parse(body, limits: XMLLimits(maxBytes: 16 * 1024 * 1024, maxDepth: 8, maxElements: 1_000_000)) } catch {
+        let document: TollgateXML.XMLDocument
+        do { document = try XMLReader.parse(body, limits: XMLLimits(maxBytes: 16 * 1024 * 1024, maxDepth: 8, maxElements: 1_000_000)) } catch {
             throw Failure(code: nil, message: "the gateway's ListBuckets answer is not XML (\(error))")
         }
         guard let list = document.child(of: document.root, named: "Buckets") else { return [] }
@@ -102,7 +102,7 @@ public struct GatewayClient: Sendable {
             throw Failure(code: nil, message: "no gateway answers at \(endpoint) (is `tollgate serve` running? \(error))")
         }
         guard (200..<300).contains(status) else {
-            let document = try? XMLDocument.parse(body, limits: XMLLimits(maxBytes: 64 * 1024, maxDepth: 4, maxElements: 64))
+            let document = try? XMLReader.parse(body, limits: XMLLimits(maxBytes: 64 * 1024, maxDepth: 4, maxElements: 64))
             let code = document.flatMap { $0.child(of: $0.root, named: "Code")?.text }
             let message = document.flatMap { $0.child(of: $0.root, named: "Message")?.text }
             throw Failure(code: code, message: message ?? "the gateway answered HTTP \(status)")
