@@ -44,6 +44,13 @@ public struct TokenAuditEntry: Sendable, Equatable, Codable {
 
     /// One JSON Lines record, newline included.
     var line: [UInt8] {
+        var bytes = Array(json.utf8)
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+
+    /// The record as one JSON object, absent values as `null`.
+    public var json: String {
         var json = JSONObjectWriter(capacity: 256)
         json.add("time", time)
         json.add("subject", subject)
@@ -53,9 +60,7 @@ public struct TokenAuditEntry: Sendable, Equatable, Codable {
         json.add("expiration", expiration)
         json.add("via", via)
         json.add("client_address", clientAddress)
-        var bytes = json.finishBytes()
-        bytes.append(UInt8(ascii: "\n"))
-        return bytes
+        return json.finish()
     }
 }
 

@@ -102,10 +102,7 @@ extension TokenCommand {
                 entry.time >= cutoff && (subject == nil || entry.subject == subject) && (role == nil || entry.role == role)
             }
             if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-                let data = (try? encoder.encode(entries)) ?? Data("[]".utf8)
-                print(String(decoding: data, as: UTF8.self))
+                print("[" + entries.map(\.json).joined(separator: ",") + "]")
                 return
             }
             let rows = [["TIME", "SUBJECT", "ROLE", "ACCESS KEY ID", "EXPIRATION", "VIA", "CLIENT"]] + entries.map {
