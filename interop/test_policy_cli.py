@@ -1,9 +1,10 @@
 """`tollgate policy check` and `tollgate policy simulate` on the shipped policy files."""
 import subprocess
+import time
 
 import pytest
 
-from conftest import ROOT, binary
+from conftest import ROOT, ROOT_SECRET, Server, binary
 
 SHIPPED = ["policy/all_policy.txt", "policy/bucket_read_policy.txt", "policy/bucket_read_write_policy.txt",
            "policy/user_isolated_policy.txt"]
@@ -133,3 +134,18 @@ def test_config_syntax_error_names_line_and_column(tmp_path):
     result = tollgate("policy", "check", "--config", str(config), "policy/all_policy.txt")
     assert result.returncode == 2
     assert result.stderr.strip().startswith(f"tollgate: config error: {config}:3:3: invalid JSON: "), result.stderr
+
+
+def test_serve_loads_a_policy_with_warnings_and_logs_them():
+    s = Server({"AccessKeySecret": ROOT_SECRET, "Roles": {"odd": "policy/findings.json"}})
+    try:
+        (s.dir / "policy" / "findings.json").write_text(FINDINGS)
+        s.start()
+        deadline = time.monotonic() + 10
+        while "policy warning" not in s.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lines = [l for l in s.output().splitlines() if "policy warning" in l]
+        assert len(lines) == 3, s.output()
+        assert "policy/findings.json:6:35: warning: oss:ListObjects acts on a bucket" in lines[1]
+    finally:
+        s.cleanup()

@@ -54,6 +54,11 @@ struct ServeCommand: AsyncParsableCommand {
                 """)
         }
         logger.info("root access key", metadata: ["root.access_key_id": "\(root.accessKeyID)"])
+        // Policies with warnings load; say what `tollgate policy check` would (once per file).
+        let warnings = Set(policies.roleNames.flatMap { policies.policy(forRole: $0)?.warnings ?? [] })
+        for warning in warnings.sorted(by: { ($0.file, $0.line, $0.column) < ($1.file, $1.line, $1.column) }) {
+            logger.warning("policy warning", metadata: ["policy.diagnostic": "\(warning)"])
+        }
 
         var state = try TollgateState(config: config, root: root, policies: policies)
         let revocations = try openRevocationsOrExit(config)
