@@ -5,6 +5,7 @@ Nothing in this file verifies a JWT or signs a gateway request itself.
 import hashlib
 import hmac
 import json
+import os
 import threading
 import time
 import urllib.parse
@@ -436,6 +437,44 @@ print(s3.get_object(Bucket="{BUCKET}", Key="ci-job/artifact")["Body"].read().dec
     assert result.stdout.strip() == "built"
 
 
+def test_token_list_answers_who_got_which_role(tg, keys):
+    key_server, rsa_key, ec_key = keys
+    erin = credentials(tg, rsa_key.token(key_server.issuer, "lister-erin", groups=["editors"]))
+    frank = credentials(tg, ec_key.token(key_server.issuer, "lister-frank"))
+
+    def listed(*args):
+        result = tg.cli("token", "list", "--config", str(tg.config_path), "--json", *args)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    # The server appends to the audit file moments after answering.
+    deadline = time.monotonic() + 10
+    while not listed("--subject", "lister-frank") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [entry] = listed("--subject", "lister-frank")
+    assert (entry["subject"], entry["role"], entry["access_key_id"], entry["via"]) == ("lister-frank", "isolated", frank["AccessKeyId"], "json")
+    assert entry["issuer"] == key_server.issuer and entry["client_address"] == "127.0.0.1"
+    assert entry["expiration"] == frank["Expiration"]
+    assert [(e["subject"], e["access_key_id"]) for e in listed("--subject", "lister-erin")] == [("lister-erin", erin["AccessKeyId"])]
+    readwrite = listed("--role", "readwrite")
+    assert "lister-erin" in {e["subject"] for e in readwrite} and "lister-frank" not in {e["subject"] for e in readwrite}
+    assert listed("--since", "2100-01-01T00:00:00Z") == []
+
+    table = tg.cli("token", "list", "--config", str(tg.config_path), "--subject", "lister-erin", "--since", "1h")
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["TIME", "SUBJECT", "ROLE", "ACCESS", "KEY", "ID", "EXPIRATION", "VIA", "CLIENT"]
+    assert lines[1].split()[1:4] == ["lister-erin", "readwrite", erin["AccessKeyId"]]
+
+    audit = tg.dir / "data" / "token-audit.jsonl"
+    assert os.stat(audit).st_mode & 0o777 == 0o600
+    text = audit.read_text()
+    for secret in (erin["AccessKeySecret"], erin["SecurityToken"], frank["AccessKeySecret"], frank["SecurityToken"]):
+        assert secret not in text
+
+    bad = tg.cli("token", "list", "--config", str(tg.config_path), "--since", "yesterday")
+    assert bad.returncode == 2 and "--since" in bad.stderr
+
+
 # Last: it rotates the provider's keys.
 def test_provider_key_rotation_and_unknown_kid_flood(tg, keys):
     key_server, rsa_key, ec_key = keys
@@ -569,3 +608,4 @@ def test_sts_throttles_a_subject_beyond_its_limit(keys):
         call("liam")  # another user is unaffected
     finally:
         server.cleanup()
+

@@ -1,9 +1,10 @@
 """`tollgate policy check` and `tollgate policy simulate` on the shipped policy files."""
 import subprocess
+import time
 
 import pytest
 
-from conftest import ROOT, binary
+from conftest import ROOT, ROOT_SECRET, Server, binary
 
 SHIPPED = ["policy/all_policy.txt", "policy/bucket_read_policy.txt", "policy/bucket_read_write_policy.txt",
            "policy/user_isolated_policy.txt"]
@@ -75,3 +76,76 @@ def test_simulate_bad_input_exits_2():
                     "--resource", "arn:aws:s3:::b/k").returncode == 2
     assert tollgate("policy", "simulate", "--config", "config.json", "--policy", "policy/all_policy.txt",
                     "--action", "GetObject", "--resource", "arn:aws:s3:::b/k").returncode == 2
+
+
+FINDINGS = """{
+  "Version": "1",
+  "Statement": [
+    {"Effect": "Deny", "Action": "oss:*", "Resource": "acs:oss:*:*:tollgate/private/*"},
+    {"Effect": "Allow", "Action": ["oss:GetObject"], "Resource": "acs:oss:*:*:tollgate/private/*"},
+    {"Effect": "Allow", "Action": "oss:ListObjects", "Resource": "acs:oss:*:*:tollgate/*",
+     "Condition": {"StringLike": {"oss:Prefx": "a/*"}}}
+  ]
+}
+"""
+
+
+def test_check_warnings_print_but_fail_only_with_strict(tmp_path):
+    path = tmp_path / "findings.json"
+    path.write_text(FINDINGS)
+    result = tollgate("policy", "check", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{path}: ok, 3 warnings"
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith(f"{path}:5:5: warning: statement 2 (Allow) never takes effect: statement 1 (Deny, line 4)"), lines
+    assert lines[1].startswith(f'{path}:6:35: warning: oss:ListObjects acts on a bucket'), lines
+    assert lines[2].startswith(f'{path}:7:35: warning: condition key "oss:Prefx" is never set by Tollgate'), lines
+    assert "did you mean oss:prefix?" in lines[2]
+    strict = tollgate("policy", "check", "--strict", str(path))
+    assert strict.returncode == 1
+    assert strict.stderr == result.stderr
+
+
+def test_check_unknown_action_is_an_error_with_did_you_mean(tmp_path):
+    path = tmp_path / "typo.json"
+    path.write_text('{"Version": "1", "Statement": [\n  {"Effect": "Allow", "Action": ["oss:GetObjekt", "s3:GetObjekt"], "Resource": "*"}\n]}\n')
+    result = tollgate("policy", "check", str(path))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f'{path}:2:34: unknown action "oss:GetObjekt" (did you mean oss:GetObject?)',
+        f'{path}:2:51: unknown action "s3:GetObjekt" (did you mean s3:GetObject?)',
+    ]
+    assert f"{path}: ok" not in result.stdout
+
+
+def test_simulate_unknown_action_is_bad_input_with_did_you_mean():
+    result = tollgate("policy", "simulate", "--config", "config.json", "--policy", "policy/all_policy.txt",
+                      "--action", "oss:GetObjekt", "--resource", "acs:oss:*:*:tollgate/a.txt")
+    assert result.returncode == 2
+    assert result.stderr.strip() == 'tollgate policy simulate: unknown action "oss:GetObjekt": did you mean oss:GetObject?'
+    # Case does not matter, as in the evaluator.
+    assert tollgate("policy", "simulate", "--config", "config.json", "--policy", "policy/all_policy.txt",
+                    "--action", "OSS:getobject", "--resource", "acs:oss:*:*:tollgate/a.txt").returncode == 0
+
+
+def test_config_syntax_error_names_line_and_column(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text('{\n  "PolicyFile": "policy/all_policy.txt"\n  "Port": 7080\n}\n')
+    result = tollgate("policy", "check", "--config", str(config), "policy/all_policy.txt")
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith(f"tollgate: config error: {config}:3:3: invalid JSON: "), result.stderr
+
+
+def test_serve_loads_a_policy_with_warnings_and_logs_them():
+    s = Server({"AccessKeySecret": ROOT_SECRET, "Roles": {"odd": "policy/findings.json"}})
+    try:
+        (s.dir / "policy" / "findings.json").write_text(FINDINGS)
+        s.start()
+        deadline = time.monotonic() + 10
+        while "policy warning" not in s.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lines = [l for l in s.output().splitlines() if "policy warning" in l]
+        assert len(lines) == 3, s.output()
+        assert "policy/findings.json:6:35: warning: oss:ListObjects acts on a bucket" in lines[1]
+    finally:
+        s.cleanup()

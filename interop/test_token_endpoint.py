@@ -110,7 +110,8 @@ def test_invalid_json_config():
         s.config_path.write_text('{"PolicyFile": "policy/all_policy.txt",')
         result = s.cli("serve", "--config", str(s.config_path))
         assert result.returncode == 2
-        assert "config.json: invalid JSON" in result.stderr
+        # Named by line and column, like a policy file's errors.
+        assert re.search(r"config\.json:1:\d+: invalid JSON: ", result.stderr), result.stderr
     finally:
         s.cleanup()
 

@@ -65,6 +65,14 @@ struct ConditionOperator: Sendable, Hashable {
         guard let base = Base.allCases.first(where: { $0.rawValue.lowercased() == name }) else { return nil }
         self.base = base
     }
+
+    /// The operator nearest to a misspelt one by spelling (its qualifier and `IfExists` kept).
+    static func suggestion(for text: String) -> String? {
+        var candidates = Base.allCases.map(\.rawValue)
+        candidates += candidates.map { $0 + "IfExists" }
+        candidates += candidates.flatMap { ["ForAnyValue:" + $0, "ForAllValues:" + $0] }
+        return Spelling.closest(to: text, among: candidates)
+    }
 }
 
 /// The policy's values for one key, parsed for the operator's family at load time.

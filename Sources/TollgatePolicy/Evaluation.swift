@@ -34,42 +34,18 @@ public struct PolicyDecision: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// What a statement's Action must match: a gateway operation (through the precomputed mask)
-/// or a raw action string in its namespace (for actions outside the table).
-enum RequestAction {
-    case operation(GatewayOperation)
-    case raw(ActionNamespace, [UInt8])
-}
-
 extension Policy {
     /// Authorises `operation` on `bucket`/`key` (nil where the operation's level has none).
     public func evaluate(_ operation: GatewayOperation, bucket: String?, key: String?, context: PolicyContext) -> PolicyDecision {
         guard let resource = Self.resourceBytes(level: operation.resourceLevel, bucket: bucket, key: key) else {
             return PolicyDecision(outcome: .implicitDeny, statement: nil, policyFile: file)
         }
-        return decide(.operation(operation), resource: resource, context: context)
+        return decide(operation, resource: resource, context: context)
     }
 
     /// Authorises one check (see ``GatewayOperation/requiredChecks(bucket:key:sourceBucket:sourceKey:)``).
     public func evaluate(_ check: PolicyCheck, context: PolicyContext) -> PolicyDecision {
         evaluate(check.operation, bucket: check.bucket, key: check.key, context: context)
-    }
-
-    /// Authorises a raw action such as `oss:GetObjectAcl` (case-insensitive, `oss:` or `s3:`),
-    /// matched only by patterns of its own namespace and `*`. The resource level follows from
-    /// which of `bucket` and `key` are given. Nil when `action` is not `oss:NAME`/`s3:NAME`.
-    public func evaluate(action: String, bucket: String?, key: String?, context: PolicyContext) -> PolicyDecision? {
-        guard let parsed = Self.parseRawAction(action) else { return nil }
-        let level: ResourceLevel = bucket == nil ? .service : (key == nil ? .bucket : .object)
-        let resource = Self.resourceBytes(level: level, bucket: bucket, key: key) ?? []
-        return decide(parsed, resource: resource, context: context)
-    }
-
-    static func parseRawAction(_ action: String) -> RequestAction? {
-        let lowered = action.lowercased()
-        if lowered.hasPrefix("oss:") && lowered.count > 4 { return .raw(.oss, Array(lowered.utf8.dropFirst(4))) }
-        if lowered.hasPrefix("s3:") && lowered.count > 3 { return .raw(.s3, Array(lowered.utf8.dropFirst(3))) }
-        return nil
     }
 
     /// The string resource patterns are matched against: empty for the service, `bucket` for a
@@ -93,10 +69,10 @@ extension Policy {
     }
 
     /// Explicit Deny beats Allow beats implicit deny.
-    func decide(_ action: RequestAction, resource: [UInt8], context: PolicyContext) -> PolicyDecision {
+    func decide(_ operation: GatewayOperation, resource: [UInt8], context: PolicyContext) -> PolicyDecision {
         var allowedBy: StatementReference?
         for statement in statements {
-            guard statement.applies(action, resource: resource, context: context) else { continue }
+            guard statement.applies(operation, resource: resource, context: context) else { continue }
             if statement.effect == .deny {
                 return PolicyDecision(outcome: .explicitDeny, statement: statement.reference, policyFile: nil)
             }
@@ -130,15 +106,8 @@ extension CompiledStatement {
     /// Whether the statement matches the request. A policy variable with no value in the
     /// request never widens access: in an Allow statement the element it sits in fails, in a
     /// Deny statement it holds (so the Deny still applies).
-    func applies(_ action: RequestAction, resource: [UInt8], context: PolicyContext) -> Bool {
-        let listed: Bool
-        switch action {
-        case .operation(let op):
-            listed = operationMask & op.bit != 0
-        case .raw(let ns, let name):
-            listed = actions.contains { $0.matches(namespace: ns, loweredName: name) }
-        }
-        guard listed != notAction else { return false }
+    func applies(_ operation: GatewayOperation, resource: [UInt8], context: PolicyContext) -> Bool {
+        guard (operationMask & operation.bit != 0) != notAction else { return false }
 
         let unresolvedResult = effect == .deny
         var matched = false, unresolved = false
@@ -201,12 +170,6 @@ public struct EffectivePolicy: Sendable {
     public func mayAllowSomeObject(_ operation: GatewayOperation, bucket: String, context: PolicyContext) -> Bool {
         role.mayAllowSomeObject(operation, bucket: bucket, context: context)
             && (session?.mayAllowSomeObject(operation, bucket: bucket, context: context) ?? true)
-    }
-
-    /// A raw action (see ``Policy/evaluate(action:bucket:key:context:)``); nil when malformed.
-    public func evaluate(action: String, bucket: String?, key: String?, context: PolicyContext) -> PolicyDecision? {
-        guard let r = role.evaluate(action: action, bucket: bucket, key: key, context: context) else { return nil }
-        return combine(r, session?.evaluate(action: action, bucket: bucket, key: key, context: context))
     }
 
     func combine(_ r: PolicyDecision, _ s: PolicyDecision?) -> PolicyDecision {

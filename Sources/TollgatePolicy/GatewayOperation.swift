@@ -137,6 +137,34 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         return []
     }
 
+    /// Every action name the table knows in the namespace of `prefix` (`oss` or `s3`), in table
+    /// order without repeats: the only actions a policy can grant or deny here.
+    public static func knownActions(namespace prefix: String) -> [String] {
+        var seen = Set<String>()
+        return allCases.map { prefix.lowercased() == "s3" ? $0.s3Action : $0.ossAction }.filter { seen.insert($0).inserted }
+    }
+
+    /// A likely intended action for an unknown `oss:NAME`/`s3:NAME`: the same operations' name
+    /// when NAME belongs to the other namespace (`oss:ListBucket` → `oss:GetBucketInfo or
+    /// oss:ListObjects`), else the nearest known name by spelling. Nil when nothing is close.
+    public static func suggestion(forUnknownAction action: String) -> String? {
+        guard let colon = action.firstIndex(of: ":") else { return nil }
+        let namespace = action[..<colon].lowercased()
+        let name = action[action.index(after: colon)...]
+        guard namespace == "oss" || namespace == "s3" else { return nil }
+        let other = namespace == "oss" ? "s3" : "oss"
+        let crossed = operations(forAction: other + ":" + name)
+        if !crossed.isEmpty {
+            var seen = Set<String>()
+            let names = crossed.map { namespace == "oss" ? $0.ossAction : $0.s3Action }.filter { seen.insert($0).inserted }
+            return names.joined(separator: " or ")
+        }
+        let known = knownActions(namespace: namespace)
+        let bare = known.map { String($0.drop { $0 != ":" }.dropFirst()) }
+        guard let nearest = Spelling.closest(to: String(name), among: bare) else { return nil }
+        return namespace + ":" + nearest
+    }
+
     /// The table above as Markdown (README.md carries it; a test keeps the two equal).
     public static var markdownTable: String {
         var out = "| Operation | OSS action | S3 action | Resource |\n|---|---|---|---|\n"

@@ -83,6 +83,21 @@ struct SourceMap {
     }
 }
 
+/// Syntax checking for other JSON files (config.json), so their errors name a line and column
+/// as policy diagnostics do.
+public enum JSONSyntax {
+    /// The first syntax error in `bytes` (strict RFC 8259, duplicate keys refused), or nil.
+    public static func firstError(in bytes: [UInt8]) -> (position: SourcePosition, message: String)? {
+        let map = SourceMap(original: bytes, origin: nil)
+        do {
+            _ = try JSONParser.parse(bytes: bytes, map: map)
+            return nil
+        } catch {
+            return (map.position(ofParsedOffset: error.offset), error.message)
+        }
+    }
+}
+
 struct JSONParser {
     private let bytes: [UInt8]
     private let map: SourceMap

@@ -27,16 +27,21 @@ enum ActionPattern: Sendable, Hashable {
     case oss(CompiledPattern)
     case s3(CompiledPattern)
 
-    func matches(namespace: ActionNamespace, loweredName: [UInt8]) -> Bool {
-        switch (self, namespace) {
-        case (.all, _): true
-        case (.oss(let p), .oss), (.s3(let p), .s3): globMatch(p.tokens, loweredName)
-        default: false
+    /// Bit `i` set when the pattern matches `GatewayOperation.allCases[i]`'s action in its namespace.
+    var operationMask: UInt32 {
+        var mask: UInt32 = 0
+        for op in GatewayOperation.allCases {
+            let matched: Bool
+            switch self {
+            case .all: matched = true
+            case .oss(let p): matched = globMatch(p.tokens, Array(op.ossAction.lowercased().utf8.dropFirst(4)))
+            case .s3(let p): matched = globMatch(p.tokens, Array(op.s3Action.lowercased().utf8.dropFirst(3)))
+            }
+            if matched { mask |= op.bit }
         }
+        return mask
     }
 }
-
-enum ActionNamespace: Sendable { case oss, s3 }
 
 /// A resource pattern, reduced to the part after `acs:oss:REGION:ACCOUNT:` or `arn:aws:s3:::`
 /// (`*` alone matches everything). Region and account are accepted but not compared: a Tollgate
@@ -49,7 +54,6 @@ struct ResourcePattern: Sendable {
 struct CompiledStatement: Sendable {
     var reference: StatementReference
     var effect: PolicyEffect
-    var actions: [ActionPattern]
     var notAction: Bool
     /// Bit `i` set when the action list matches `GatewayOperation.allCases[i]` (computed at load).
     var operationMask: UInt32
@@ -66,25 +70,31 @@ public struct Policy: Sendable {
     public let file: String
     public let version: String
     let statements: [CompiledStatement]
+    /// What loads but cannot work as written (see ``PolicyDiagnostic/Severity/warning``), in
+    /// source order.
+    public let warnings: [PolicyDiagnostic]
 
     /// The statements, in order, with their positions.
     public var statementReferences: [StatementReference] { statements.map(\.reference) }
 
     /// Loads a policy: fills `$NAME` placeholders from `variables`, parses the JSON and validates
-    /// every element. Throws every problem found as `file:line:column: message` diagnostics.
+    /// every element. Throws every error found as `file:line:column: message` diagnostics (the
+    /// warnings with them); a policy that loads carries its ``warnings``.
     public static func load(text: String, file: String, variables: [String: String] = [:]) throws(PolicyLoadError) -> Policy {
         var loader = PolicyLoader(file: file)
         let policy = loader.load(text: text, variables: variables)
-        if !loader.diagnostics.isEmpty || policy == nil {
-            throw PolicyLoadError(diagnostics: loader.diagnostics.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
+        let sorted = loader.diagnostics.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
+        guard let policy, !sorted.contains(where: { $0.severity == .error }) else {
+            throw PolicyLoadError(diagnostics: sorted)
         }
-        return policy!
+        return Policy(file: file, version: policy.version, statements: policy.statements, warnings: sorted)
     }
 
-    init(file: String, version: String, statements: [CompiledStatement]) {
+    init(file: String, version: String, statements: [CompiledStatement], warnings: [PolicyDiagnostic] = []) {
         self.file = file
         self.version = version
         self.statements = statements
+        self.warnings = warnings
     }
 }
 
@@ -97,6 +107,12 @@ struct PolicyLoader {
     mutating func error(_ position: SourcePosition, _ message: String) {
         diagnostics.append(PolicyDiagnostic(file: file, at: position, message))
     }
+
+    mutating func warning(_ position: SourcePosition, _ message: String) {
+        diagnostics.append(PolicyDiagnostic(file: file, at: position, message, severity: .warning))
+    }
+
+    var errorCount: Int { diagnostics.count { $0.severity == .error } }
 
     mutating func load(text: String, variables: [String: String]) -> Policy? {
         let original = Array(text.utf8)
@@ -163,7 +179,26 @@ struct PolicyLoader {
         } else {
             error(root.position, "missing Statement")
         }
+        warnOverriddenAllows(statements)
         return Policy(file: file, version: version, statements: statements)
+    }
+
+    /// Warns about an Allow statement that a Deny of the same policy always beats: the Deny
+    /// names every operation the Allow does, on every resource it does, and has no condition.
+    /// Conservative: only resource patterns that plainly cover another count (see `covers`).
+    mutating func warnOverriddenAllows(_ statements: [CompiledStatement]) {
+        for allow in statements where allow.effect == .allow && !allow.notAction && !allow.notResource {
+            let deny = statements.first { deny in
+                deny.effect == .deny && !deny.notAction && !deny.notResource && deny.conditions.isEmpty
+                    && deny.operationMask & allow.operationMask == allow.operationMask
+                    && allow.resources.allSatisfy { a in deny.resources.contains { $0.pattern.covers(a.pattern) } }
+            }
+            guard let deny else { continue }
+            warning(
+                SourcePosition(line: allow.reference.line, column: allow.reference.column),
+                "statement \(allow.reference.index) (Allow) never takes effect: statement \(deny.reference.index) (Deny, line \(deny.reference.line)) has no condition and denies every action on every resource it allows"
+            )
+        }
     }
 
     static let statementElements: Set<String> = ["sid", "effect", "action", "notaction", "resource", "notresource", "condition", "principal", "notprincipal"]
@@ -173,7 +208,7 @@ struct PolicyLoader {
             error(value.position, "a statement must be an object, found \(value.kindName)")
             return nil
         }
-        let errorsBefore = diagnostics.count
+        let errorsBefore = errorCount
         for m in members where !Self.statementElements.contains(m.key.lowercased()) {
             error(m.keyPosition, "unknown statement element \"\(m.key)\"")
         }
@@ -196,12 +231,12 @@ struct PolicyLoader {
 
         // Action / NotAction
         let action = Self.member(members, "Action"), notAction = Self.member(members, "NotAction")
-        var actions: [ActionPattern] = []
+        var actions: [(pattern: ActionPattern, text: String, position: SourcePosition)] = []
         if let action, let notAction {
             error(notAction.keyPosition, "statement \(index) has both Action (line \(action.keyPosition.line)) and NotAction; use one")
         } else if let chosen = action ?? notAction {
             for (text, pos) in strings(chosen, element: chosen.key) {
-                if let p = compileAction(text, pos) { actions.append(p) }
+                if let p = compileAction(text, pos) { actions.append((p, text, pos)) }
             }
         } else {
             error(value.position, "statement \(index) has neither Action nor NotAction")
@@ -225,19 +260,15 @@ struct PolicyLoader {
             conditions = compileConditions(c.value)
         }
 
-        guard diagnostics.count == errorsBefore else { return nil }
+        guard errorCount == errorsBefore else { return nil }
         var mask: UInt32 = 0
-        for op in GatewayOperation.allCases {
-            let oss = Array(op.ossAction.lowercased().utf8.dropFirst(4))
-            let s3 = Array(op.s3Action.lowercased().utf8.dropFirst(3))
-            if actions.contains(where: { $0.matches(namespace: .oss, loweredName: oss) || $0.matches(namespace: .s3, loweredName: s3) }) {
-                mask |= op.bit
-            }
+        for a in actions { mask |= a.pattern.operationMask }
+        if notAction == nil && notResource == nil {
+            for a in actions { warnUnreachableLevels(a.text, a.position, a.pattern.operationMask, resources) }
         }
         return CompiledStatement(
             reference: StatementReference(file: file, line: value.position.line, column: value.position.column, index: index, sid: sid),
             effect: effect,
-            actions: actions,
             notAction: notAction != nil,
             operationMask: mask,
             resources: resources,
@@ -286,7 +317,39 @@ struct PolicyLoader {
             return nil
         }
         guard let p = try? PatternCompiler.compile(String(name), wildcards: true, variables: false, lowercase: true) else { return nil }
-        return ns == "oss" ? .oss(p) : .s3(p)
+        let pattern: ActionPattern = ns == "oss" ? .oss(p) : .s3(p)
+        guard pattern.operationMask != 0 else {
+            let isWildcard = name.contains("*") || name.contains("?")
+            var message = isWildcard
+                ? "action \"\(text)\" matches no action the gateway serves"
+                : "unknown action \"\(text)\""
+            if !isWildcard, let suggestion = GatewayOperation.suggestion(forUnknownAction: text) {
+                message += " (did you mean \(suggestion)?)"
+            } else {
+                message += " (\(ns): actions: \(GatewayOperation.knownActions(namespace: ns).joined(separator: ", ")))"
+            }
+            error(pos, message)
+            return nil
+        }
+        return pattern
+    }
+
+    /// Warns when no resource of the statement can name what `action` acts on: an object action
+    /// with only `BUCKET` resources, a bucket action with only `BUCKET/KEY` ones, ListBuckets
+    /// without `*`. Resources with policy variables count as able to match anything there.
+    mutating func warnUnreachableLevels(_ action: String, _ position: SourcePosition, _ mask: UInt32, _ resources: [ResourcePattern]) {
+        let levels = Set(GatewayOperation.allCases.filter { mask & $0.bit != 0 }.map(\.resourceLevel))
+        guard !resources.isEmpty, !levels.contains(where: { level in resources.contains { $0.pattern.canMatch(level) } }) else { return }
+        let needs: String
+        if levels.contains(.object) {
+            needs = "an object: a resource like acs:oss:*:*:BUCKET/* (a bucket alone never matches)"
+        } else if levels.contains(.bucket) {
+            needs = "a bucket: a resource like acs:oss:*:*:BUCKET (BUCKET/* names objects, never the bucket)"
+        } else {
+            needs = "the whole service: the resource * or acs:oss:*:*:*"
+        }
+        let shown = resources.map(\.text).joined(separator: ", ")
+        warning(position, "\(action) acts on \(needs); no Resource of this statement (\(shown)) can match it")
     }
 
     mutating func compileResource(_ text: String, _ pos: SourcePosition) -> ResourcePattern? {
@@ -307,6 +370,7 @@ struct PolicyLoader {
         guard !rest.isEmpty else { error(pos, malformed); return nil }
         do {
             let p = try PatternCompiler.compile(String(rest), wildcards: true, variables: true)
+            warnUnsuppliedVariables(p, pos)
             return ResourcePattern(text: text, pattern: p)
         } catch {
             self.error(pos, error.message)
@@ -322,7 +386,9 @@ struct PolicyLoader {
         var out: [CompiledCondition] = []
         for block in blocks {
             guard let op = ConditionOperator(block.key) else {
-                error(block.keyPosition, "unknown condition operator \"\(block.key)\"")
+                var message = "unknown condition operator \"\(block.key)\""
+                if let suggestion = ConditionOperator.suggestion(for: block.key) { message += " (did you mean \(suggestion)?)" }
+                error(block.keyPosition, message)
                 continue
             }
             if op.base == .null && (op.ifExists || op.qualifier != .none) {
@@ -346,6 +412,11 @@ struct PolicyLoader {
         guard ConditionKeys.isAcceptable(canonical: key) else {
             error(entry.keyPosition, "unknown condition key \"\(entry.key)\" (keys are NAMESPACE:NAME in aws, acs, oss, s3 or jwt)")
             return nil
+        }
+        if !ConditionKeys.isSupplied(canonical: key) {
+            var message = "condition key \"\(entry.key)\" is never set by Tollgate, so the condition never sees a value"
+            if let suggestion = ConditionKeys.suggestion(for: key) { message += " (did you mean \(suggestion)?)" }
+            warning(entry.keyPosition, message)
         }
         let type = ConditionKeys.type(ofCanonical: key)
         let family = op.base.family
@@ -388,7 +459,7 @@ struct PolicyLoader {
             default: error(item.position, "condition values must be strings, numbers or booleans, found \(item.kindName)")
             }
         }
-        let before = diagnostics.count
+        let before = errorCount
         let values: ConditionValues
         switch family {
         case .string:
@@ -448,7 +519,53 @@ struct PolicyLoader {
                 return nil
             })
         }
-        guard diagnostics.count == before, !raw.isEmpty else { return nil }
+        guard errorCount == before, !raw.isEmpty else { return nil }
+        switch values {
+        case .strings(let patterns), .lowered(let patterns), .like(let patterns):
+            for (pattern, (_, pos)) in zip(patterns, raw) { warnUnsuppliedVariables(pattern, pos) }
+        default: break
+        }
         return CompiledCondition(op: op, key: key, values: values)
+    }
+
+    /// Warns about `${ns:name}` policy variables that no request fills: where they sit, an
+    /// Allow never matches.
+    mutating func warnUnsuppliedVariables(_ pattern: CompiledPattern, _ position: SourcePosition) {
+        for case .variable(let key) in pattern.tokens where !ConditionKeys.isSupplied(canonical: key) {
+            var message = "policy variable ${\(key)} is never set by Tollgate, so an Allow using it never matches"
+            if let suggestion = ConditionKeys.suggestion(for: key) { message += " (did you mean ${\(suggestion)}?)" }
+            warning(position, message)
+        }
+    }
+}
+
+extension CompiledPattern {
+    /// Whether the pattern can match some resource string of `level`: the empty string (the
+    /// service), a bucket name (no `/`), or `bucket/key`. A policy variable may hold anything.
+    func canMatch(_ level: ResourceLevel) -> Bool {
+        switch level {
+        case .service:
+            return tokens.allSatisfy { if case .literal = $0 { false } else if case .one = $0 { false } else { true } }
+        case .bucket:
+            return !tokens.contains { if case .literal(let l) = $0 { l.contains(UInt8(ascii: "/")) } else { false } }
+        case .object:
+            return tokens.contains {
+                if case .literal(let l) = $0 { l.contains(UInt8(ascii: "/")) } else { true }
+            }
+        }
+    }
+
+    /// Whether every string this pattern matches, the pattern `other` matches too, judged
+    /// conservatively (false when unsure): the same pattern, `*`, a `PREFIX*` that `other`'s
+    /// fixed beginning starts with, or a literal `other` this pattern matches.
+    func covers(_ other: CompiledPattern) -> Bool {
+        if tokens == other.tokens { return true }
+        if tokens.allSatisfy({ $0 == .star }) { return true }
+        if tokens.count == 2, case .literal(let prefix) = tokens[0], tokens[1] == .star,
+           case .literal(let start)? = other.tokens.first, start.starts(with: prefix) {
+            return true
+        }
+        if !hasVariables, let literal = other.literal { return globMatch(tokens, literal) }
+        return false
     }
 }

@@ -62,6 +62,17 @@ public enum ConditionKeys {
         return namespaces.contains(String(ns)) && !name.isEmpty
     }
 
+    /// Whether requests carry the key: one the gateway fills (the table above), a `jwt:` claim
+    /// carried from the login token, or an `aws:PrincipalTag/` session tag.
+    static func isSupplied(canonical key: String) -> Bool {
+        types[key] != nil || key.hasPrefix("jwt:") || key.hasPrefix("aws:principaltag/")
+    }
+
+    /// The supplied key (in any spelling) nearest to an unsupplied one, in lowercase.
+    static func suggestion(for canonical: String) -> String? {
+        Spelling.closest(to: canonical, among: (Array(types.keys) + Array(aliases.keys)).filter { $0.contains(":") }.sorted())
+    }
+
     /// The canonical key for a `${name}` policy variable, nil when not a usable key.
     static func variableKey(_ name: String) -> String? {
         let key = canonical(name)

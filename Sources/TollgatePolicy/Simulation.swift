@@ -9,10 +9,9 @@ public struct SimulationInputError: Error, Sendable, CustomStringConvertible {
 
 /// The result of `tollgate policy simulate`.
 public struct SimulationResult: Sendable {
-    /// One decision per gateway operation the action names (or one for a raw action).
+    /// One decision per gateway operation the action names.
     public struct Entry: Sendable {
-        /// Nil for an action the operation table does not know (evaluated as a raw action).
-        public var operation: GatewayOperation?
+        public var operation: GatewayOperation
         public var decision: PolicyDecision
     }
 
@@ -33,8 +32,7 @@ public struct SimulationResult: Sendable {
         let outcomes = Set(entries.map(\.decision.outcome))
         if entries.count > 1 && outcomes.count > 1 {
             for e in entries {
-                let name = e.operation.map { "\($0.rawValue) (\($0.ossAction), \($0.s3Action))" } ?? "raw action"
-                out.append("  \(name): \(e.decision)")
+                out.append("  \(e.operation.rawValue) (\(e.operation.ossAction), \(e.operation.s3Action)): \(e.decision)")
             }
         }
         return out
@@ -84,20 +82,20 @@ public enum PolicySimulator {
 
     /// Evaluates `action` (`oss:GetObject`, `s3:ListBucket`, …) on `resource`.
     ///
-    /// An action the operation table knows is evaluated for every operation it names in its
-    /// namespace (`s3:ListBucket` → listObjects, listObjectsV2, headBucket); another
-    /// well-formed `oss:`/`s3:` action is evaluated as a raw action string in its namespace.
+    /// The action (case-insensitive) is evaluated for every operation it names in its namespace
+    /// (`s3:ListBucket` → listObjects, listObjectsV2, headBucket); an action the operation table
+    /// does not know is bad input, with the likely intended one.
     public static func simulate(_ policy: EffectivePolicy, action: String, resource: String, context: PolicyContext) throws(SimulationInputError) -> SimulationResult {
         let (bucket, key) = try parseResource(resource)
         let operations = GatewayOperation.operations(forAction: action)
         if operations.isEmpty {
-            let lowered = action.lowercased()
-            let name = lowered.hasPrefix("oss:") ? lowered.dropFirst(4) : lowered.hasPrefix("s3:") ? lowered.dropFirst(3) : ""
-            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }),
-                  let decision = policy.evaluate(action: action, bucket: bucket, key: key, context: context) else {
-                throw SimulationInputError("unknown action \"\(action)\": expected oss:NAME or s3:NAME, e.g. oss:GetObject or s3:ListBucket")
+            var message = "unknown action \"\(action)\""
+            if let suggestion = GatewayOperation.suggestion(forUnknownAction: action) {
+                message += ": did you mean \(suggestion)?"
+            } else {
+                message += ": expected one the gateway serves, e.g. oss:GetObject or s3:ListBucket"
             }
-            return SimulationResult(entries: [.init(operation: nil, decision: decision)])
+            throw SimulationInputError(message)
         }
         var entries: [SimulationResult.Entry] = []
         for op in operations {

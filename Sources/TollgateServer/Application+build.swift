@@ -17,6 +17,9 @@ public struct TollgateState: Sendable {
     /// Revoked credentials (`tollgate serve` opens them in the data directory); nil: none, and
     /// no admin endpoint.
     public var revocations: RevocationStore?
+    /// Where issued tokens are recorded (`tollgate serve` keeps it in the data directory, and
+    /// runs it as a service); nil: only the log line.
+    public var tokenAudit: TokenAuditLog?
 
     public init(live: LiveConfig, clock: @escaping @Sendable () -> Date = { Date() }) {
         self.live = live
@@ -44,7 +47,7 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
     let router = Router(context: TollgateRequestContext.self)
     router.add(middleware: ClientMiddleware(tls: state.snapshot.config.tls != nil, live: state.live))
     router.add(middleware: TokenErrorMiddleware())
-    TokenRoutes(live: state.live, revocations: state.revocations, clock: state.clock).addRoutes(to: router)
+    TokenRoutes(live: state.live, revocations: state.revocations, audit: state.tokenAudit, clock: state.clock).addRoutes(to: router)
     if let revocations = state.revocations {
         AdminController(root: state.snapshot.root, revocations: revocations, clock: state.clock).addRoutes(to: router)
     }

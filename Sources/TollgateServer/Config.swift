@@ -1,18 +1,26 @@
 import Foundation
 import TollgateIdentity
+import TollgatePolicy
 import TollgateStore
 
 /// A configuration problem. Start-up prints `description` as one line and exits with code 2.
 public struct ConfigError: Error, CustomStringConvertible, Sendable {
     public let file: String
     public let message: String
+    /// Where in the file, for JSON syntax errors.
+    public let position: SourcePosition?
 
-    public init(file: String, _ message: String) {
+    public init(file: String, _ message: String, at position: SourcePosition? = nil) {
         self.file = file
         self.message = message
+        self.position = position
     }
 
-    public var description: String { "\(file): \(message)" }
+    /// `file: message`, or `file:line:column: message` when the position is known.
+    public var description: String {
+        guard let position else { return "\(file): \(message)" }
+        return "\(file):\(position.line):\(position.column): \(message)"
+    }
 }
 
 /// `config.json`: the five reference keys of Alibaba Cloud's STS app server, plus Tollgate's
@@ -118,6 +126,9 @@ public struct TollgateConfig: Sendable {
     }
 
     public static func parse(_ data: Data, path: String, environment: [String: String] = [:]) throws(ConfigError) -> TollgateConfig {
+        if let syntax = JSONSyntax.firstError(in: Array(data)) {
+            throw ConfigError(file: path, "invalid JSON: \(syntax.message)", at: syntax.position)
+        }
         let object: [String: JSONValue]
         do {
             guard case .object(let parsed) = try JSONDecoder().decode(JSONValue.self, from: data) else {

@@ -26,10 +26,13 @@ struct TokenController: Sendable {
     let sts: STSAPI
     /// Per address and per subject (`RateLimits`).
     let rateLimits: TokenRateLimits
+    /// The durable record of every issue (`token list`); nil: only the log line.
+    let audit: TokenAuditLog?
     let clock: @Sendable () -> Date
     let metrics: TokenMetrics
 
-    init(_ snapshot: ConfigSnapshot, revocations: RevocationStore?, clock: @escaping @Sendable () -> Date, metrics: TokenMetrics) {
+    init(_ snapshot: ConfigSnapshot, revocations: RevocationStore?, audit: TokenAuditLog?, clock: @escaping @Sendable () -> Date,
+         metrics: TokenMetrics) {
         tokens = snapshot.tokens
         lifetime = snapshot.config.tokenExpireTime
         policies = snapshot.policies
@@ -39,6 +42,7 @@ struct TokenController: Sendable {
         sts = STSAPI(authenticator: Authenticator(root: snapshot.root, tokens: snapshot.tokens, revocations: revocations),
                      roles: snapshot.policies)
         rateLimits = snapshot.rateLimits
+        self.audit = audit
         self.clock = clock
         self.metrics = metrics
     }
@@ -180,8 +184,10 @@ struct TokenController: Sendable {
         return TokenJSON.response(.ok, TokenJSON.credentials(issued, expiration: expiration))
     }
 
-    /// The audit line of every issue (never a token or a secret), and the counter by role.
+    /// The audit line of every issue (never a token or a secret), its record in the audit file,
+    /// and the counter by role.
     func logIssued(_ issued: IssuedCredentials, issuer: String?, expiration: String? = nil, context: TollgateRequestContext, via: String) {
+        let expiration = expiration ?? Timestamp.iso8601(issued.claims.expiresAt)
         context.logger.info(
             "token issued",
             metadata: [
@@ -189,11 +195,15 @@ struct TokenController: Sendable {
                 "token.issuer": .string(issuer ?? "-"),
                 "token.role": .string(issued.claims.role),
                 "token.access_key_id": .string(issued.accessKeyId),
-                "token.expiration": .string(expiration ?? Timestamp.iso8601(issued.claims.expiresAt)),
+                "token.expiration": .string(expiration),
                 "token.via": .string(via),
                 "client.address": .string(context.clientAddress),
             ]
         )
+        audit?.record(TokenAuditEntry(
+            time: Timestamp.iso8601(issued.claims.issuedAt), subject: issued.claims.subject, issuer: issuer, role: issued.claims.role,
+            accessKeyId: issued.accessKeyId, expiration: expiration, via: via, clientAddress: context.clientAddress
+        ))
         metrics.issued[issued.claims.role].increment()
     }
 
@@ -225,6 +235,7 @@ struct TokenRoutes: Sendable {
 
     let live: LiveConfig
     let revocations: RevocationStore?
+    let audit: TokenAuditLog?
     let clock: @Sendable () -> Date
     let metrics = TokenMetrics()
 
@@ -236,7 +247,7 @@ struct TokenRoutes: Sendable {
     }
 
     @Sendable func issue(_ request: Request, context: TollgateRequestContext) async throws -> Response {
-        try await TokenController(live.current, revocations: revocations, clock: clock, metrics: metrics)
+        try await TokenController(live.current, revocations: revocations, audit: audit, clock: clock, metrics: metrics)
             .issue(request, context: context)
     }
 }

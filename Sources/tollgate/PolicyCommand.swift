@@ -15,7 +15,13 @@ struct PolicyCommand: AsyncParsableCommand {
     struct Check: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Validate policy files; prints file:line:column: message for every problem.",
-            discussion: "Exit status: 0 when every file is valid, 1 when any is not, 2 for a bad config."
+            discussion: """
+            Errors (the policy would not load: bad JSON, an unknown action, …) and warnings (it loads but \
+            cannot work as written: a condition key no request carries, a resource that never matches an \
+            action's resource type, an Allow a Deny always beats) go to standard error.
+            Exit status: 0 when every file is valid, 1 when any has an error (or, with --strict, a warning), \
+            2 for a bad config.
+            """
         )
 
         @Argument(help: "Policy files to check.")
@@ -27,6 +33,9 @@ struct PolicyCommand: AsyncParsableCommand {
         @Option(name: .customLong("var"), help: "A placeholder value, NAME=VALUE (repeatable; overrides the config).")
         var vars: [String] = []
 
+        @Flag(help: "Fail (exit 1) on warnings too.")
+        var strict = false
+
         func run() async throws {
             let variables = try placeholderVariables(config: config, vars: vars)
             var invalid = false
@@ -36,8 +45,11 @@ struct PolicyCommand: AsyncParsableCommand {
                     continue
                 }
                 do {
-                    _ = try Policy.load(text: text, file: file, variables: variables)
-                    print("\(file): ok")
+                    let policy = try Policy.load(text: text, file: file, variables: variables)
+                    for d in policy.warnings { writeStandardError(d.description) }
+                    let count = policy.warnings.count
+                    print(count == 0 ? "\(file): ok" : "\(file): ok, \(count) warning\(count == 1 ? "" : "s")")
+                    if strict && count > 0 { invalid = true }
                 } catch {
                     invalid = true
                     for d in error.diagnostics { writeStandardError(d.description) }

@@ -72,10 +72,17 @@ struct ServeCommand: AsyncParsableCommand {
                 """)
         }
         logger.info("root access key", metadata: ["root.access_key_id": "\(root.accessKeyID)"])
+        // Policies with warnings load; say what `tollgate policy check` would (once per file).
+        let warnings = Set(snapshot.policies.values.flatMap(\.warnings))
+        for warning in warnings.sorted(by: { ($0.file, $0.line, $0.column) < ($1.file, $1.line, $1.column) }) {
+            logger.warning("policy warning", metadata: ["policy.diagnostic": "\(warning)"])
+        }
 
         var state = TollgateState(snapshot)
         let revocations = try openRevocationsOrExit(config)
         state.revocations = revocations
+        let tokenAudit = TokenAuditLog(dataDirectory: config.dataDirectory, logger: logger)
+        state.tokenAudit = tokenAudit
         let store: LocalObjectStore
         do {
             store = try openStore(config: config, logger: logger)
@@ -94,7 +101,7 @@ struct ServeCommand: AsyncParsableCommand {
                                                     "listen.scheme": "\(gatewayCertificates == nil ? "http" : "https")"])
         var services: [any Service] = [tokenApp, gatewayApp, ConfigReloader(live: state.live, store: store, logger: logger),
                                        UploadExpiry(store: store, live: state.live, logger: logger),
-                                       RevocationWatcher(store: revocations, logger: logger)]
+                                       RevocationWatcher(store: revocations, logger: logger), tokenAudit]
         var certificates: [(name: String, certificates: TLSCertificates)] = []
         if let tokenCertificates { certificates.append((name: "token", certificates: tokenCertificates)) }
         if let gatewayCertificates { certificates.append((name: "gateway", certificates: gatewayCertificates)) }

@@ -6,7 +6,7 @@ import TollgateToken
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token", abstract: "Issue and inspect security tokens.",
-        subcommands: [Issue.self, Inspect.self, Revoke.self]
+        subcommands: [Issue.self, Inspect.self, Revoke.self, List.self]
     )
 
     struct Issue: AsyncParsableCommand {
@@ -66,6 +66,63 @@ struct TokenCommand: AsyncParsableCommand {
                 printError("tollgate: token refused: \(error)")
                 throw ExitCode(1)
             }
+        }
+    }
+}
+
+extension TokenCommand {
+    /// `tollgate token list`: what the server issued, from the audit file in the data directory.
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List issued tokens from the audit file (who, which role, which access key, until when).",
+            discussion: """
+            Reads DataDirectory/token-audit.jsonl and its rotated copies (.1, .2), which `tollgate serve` \
+            appends one line to for every credential it issues. Oldest first.
+            """
+        )
+
+        @Option(name: .long, help: "Path of config.json.") var config = "config.json"
+        @Option(name: .long, help: "How far back: 90s, 30m, 24h, 7d, or an ISO 8601 time.") var since = "24h"
+        @Option(name: .long, help: "Only tokens of this subject (app user).") var subject: String?
+        @Option(name: .long, help: "Only tokens of this role.") var role: String?
+        @Flag(help: "Print a JSON array of the audit records.") var json = false
+
+        func run() async throws {
+            let config = try loadConfigOrExit(config)
+            guard let cutoff = Self.cutoff(since, now: Date()) else {
+                printError("tollgate: --since \"\(since)\" is not a duration (90s, 30m, 24h, 7d) or an ISO 8601 time")
+                throw ExitCode(2)
+            }
+            let (all, skipped) = TokenAuditLog.read(dataDirectory: config.dataDirectory)
+            if skipped > 0 {
+                printError("tollgate: warning: skipped \(skipped) unreadable line\(skipped == 1 ? "" : "s") in \(config.dataDirectory)/\(TokenAuditLog.fileName)*")
+            }
+            // The records' times are all `YYYY-MM-DDTHH:MM:SSZ`, so they order as strings.
+            let entries = all.filter { entry in
+                entry.time >= cutoff && (subject == nil || entry.subject == subject) && (role == nil || entry.role == role)
+            }
+            if json {
+                print("[" + entries.map(\.json).joined(separator: ",") + "]")
+                return
+            }
+            let rows = [["TIME", "SUBJECT", "ROLE", "ACCESS KEY ID", "EXPIRATION", "VIA", "CLIENT"]] + entries.map {
+                [$0.time, $0.subject ?? "-", $0.role, $0.accessKeyId, $0.expiration, $0.via, $0.clientAddress]
+            }
+            let widths = (0..<7).map { column in rows.map { $0[column].count }.max() ?? 0 }
+            for row in rows {
+                print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+                    .trimmingCharacters(in: .whitespaces))
+            }
+        }
+
+        /// The earliest time listed, formatted as the records are.
+        static func cutoff(_ text: String, now: Date) -> String? {
+            let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+            if let unit = text.last.flatMap({ units[$0] }), let count = Double(text.dropLast()), count >= 0 {
+                return Timestamp.iso8601(now.addingTimeInterval(-count * unit))
+            }
+            let formatter = ISO8601DateFormatter()
+            return formatter.date(from: text).map { Timestamp.iso8601($0) }
         }
     }
 }

@@ -16,8 +16,9 @@ let simCases: [SimCase] = [
     SimCase(policy: "all_policy.txt", action: "oss:GetObject", resource: "acs:oss:*:*:b/k", context: [], outcome: .allow),
     SimCase(policy: "all_policy.txt", action: "s3:GetObject", resource: "arn:aws:s3:::b/k", context: [], outcome: .allow),
     SimCase(policy: "all_policy.txt", action: "oss:ListBuckets", resource: "*", context: [], outcome: .allow),
-    SimCase(policy: "all_policy.txt", action: "oss:GetObjectAcl", resource: "acs:oss:*:*:b/k", context: [], outcome: .allow),
-    SimCase(policy: "all_policy.txt", action: "s3:GetObjectAcl", resource: "arn:aws:s3:::b/k", context: [], outcome: .implicitDeny),
+    SimCase(policy: "all_policy.txt", action: "OSS:getobject", resource: "acs:oss:*:*:b/k", context: [], outcome: .allow),
+    SimCase(policy: "all_policy.txt", action: "oss:GetObjectAcl", resource: "acs:oss:*:*:b/k", context: [], outcome: nil),
+    SimCase(policy: "all_policy.txt", action: "s3:GetObjekt", resource: "arn:aws:s3:::b/k", context: [], outcome: nil),
     SimCase(policy: "bucket_read_policy.txt", action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: [], outcome: .implicitDeny),
     SimCase(policy: "bucket_read_policy.txt", action: "oss:ListObjects", resource: "acs:oss:*:*:photos", context: [], outcome: .allow),
     SimCase(policy: "bucket_read_policy.txt", action: "s3:PutObject", resource: "arn:aws:s3:::photos/k", context: [], outcome: .implicitDeny),
@@ -45,6 +46,27 @@ struct SimulatorTests {
             #expect(result.decision.outcome == c.outcome)
         } catch {
             #expect(c.outcome == nil, "unexpected input error: \(error)")
+        }
+    }
+
+    @Test func unknownActionIsBadInputWithTheLikelyName() throws {
+        let policy = EffectivePolicy(role: try shippedPolicy("all_policy.txt"))
+        let cases = [
+            ("oss:GetObjekt", "unknown action \"oss:GetObjekt\": did you mean oss:GetObject?"),
+            ("s3:GetObjekt", "unknown action \"s3:GetObjekt\": did you mean s3:GetObject?"),
+            ("oss:ListBucket", "unknown action \"oss:ListBucket\": did you mean oss:GetBucketInfo or oss:ListObjects?"),
+            ("s3:ListObjects", "unknown action \"s3:ListObjects\": did you mean s3:ListBucket?"),
+            ("oss:Frobnicate", "unknown action \"oss:Frobnicate\": expected one the gateway serves, e.g. oss:GetObject or s3:ListBucket"),
+        ]
+        for (action, message) in cases {
+            #expect(throws: SimulationInputError.self) {
+                _ = try PolicySimulator.simulate(policy, action: action, resource: "acs:oss:*:*:b/k", context: PolicyContext())
+            }
+            do {
+                _ = try PolicySimulator.simulate(policy, action: action, resource: "acs:oss:*:*:b/k", context: PolicyContext())
+            } catch {
+                #expect(error.message == message)
+            }
         }
     }
 

@@ -184,3 +184,19 @@ func badConfig(json: String, message: String) {
     let plain = try parse(reference)
     #expect(plain.tls == nil && plain.gatewayTLS == nil && plain.trustedProxies.isEmpty)
 }
+
+@Test("JSON syntax errors name the line and column", arguments: [
+    (#"{"PolicyFile": "p""#, "/etc/tollgate/config.json:1:19: invalid JSON: "),
+    (#"{"PolicyFile": "p" "Port": 1}"#, "/etc/tollgate/config.json:1:20: invalid JSON: "),
+    ("{\n  \"PolicyFile\": \"p\",\n  \"Port\": 7080,\n}\n", "/etc/tollgate/config.json:4:1: invalid JSON: "),
+    ("{\n  \"PolicyFile\": \"p\",\n  \"Variables\": {\"A\": \"é\" \"B\": \"x\"}\n}", "/etc/tollgate/config.json:3:26: invalid JSON: "),
+])
+func configSyntaxErrorPosition(json: String, prefix: String) {
+    do {
+        _ = try parse(json)
+        Issue.record("accepted \(json)")
+    } catch {
+        #expect("\(error)".hasPrefix(prefix), "\(error)")
+        #expect(!"\(error)".contains("\n"), "one line")
+    }
+}
