@@ -11,8 +11,8 @@ import TollgateStore
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the token endpoint and the object gateway.")
 
-    @Option(name: .long, help: "Path of config.json.")
-    var config = "config.json"
+    @Option(name: .long, help: "Path of config.json (default: $TOLLGATE_CONFIG, else ./config.json).")
+    var config: String?
 
     func run() async throws {
         // Everything the server creates (store files, SQLite database, root credentials) is
