@@ -1,6 +1,6 @@
 # Tollgate: token endpoint (7080) and object gateway (9000).
 #   docker build -t tollgate .
-#   openssl rand -base64 32 > root-secret.txt && sudo chown 10001 root-secret.txt && chmod 0400 root-secret.txt
+#   openssl rand -base64 32 > root-secret.txt && chmod 0400 root-secret.txt && sudo chown 10001 root-secret.txt
 #   docker run -p 7080:7080 -p 9000:9000 -v tollgate-data:/var/lib/tollgate \
 #     -v "$PWD/root-secret.txt:/run/secrets/root_secret:ro" \
 #     -e TOLLGATE_ACCESS_KEY_SECRET_FILE=/run/secrets/root_secret tollgate
