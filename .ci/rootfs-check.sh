@@ -140,6 +140,9 @@ for _ in $(seq 1 100); do
 done
 [ -n "$healthy" ] || { cat "$scratch/server.log"; fail "/healthz did not answer within 20 s"; }
 say "serve: /healthz answers on $port (gateway $gateway_port)"
+# What `docker logs` shows while it runs: the root key id, and the secret generated on first start.
+grep -q 'root.access_key_id=TG' "$scratch/server.log" && grep -q 'AccessKeySecret: ' "$scratch/server.log" \
+  || { cat "$scratch/server.log"; fail "the running server has not logged the root key id and the generated secret"; }
 
 timeout 30 "${in_image[@]}" "${healthcheck[@]}" || fail "the HEALTHCHECK command failed"
 say "HEALTHCHECK: ${healthcheck[*]} exits 0"
