@@ -77,6 +77,7 @@ let package = Package(
             dependencies: [
                 "TollgateServer", "TollgateStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
         ),

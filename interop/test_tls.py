@@ -268,3 +268,16 @@ def test_a_bad_certificate_at_start_is_a_config_error_naming_the_file(ca, damage
         assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
     finally:
         server.cleanup()
+
+
+def test_the_cli_reaches_tls_listeners_on_this_machine(https):
+    """`tollgate healthcheck` and `tollgate bucket` follow the config to HTTPS listeners."""
+    health = https.cli("healthcheck")
+    assert health.returncode == 0, health.stderr
+    assert "https://127.0.0.1:" in health.stdout
+    listed = https.cli("bucket", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert https.bucket in listed.stdout
+    created = https.cli("bucket", "create", "made-over-tls")
+    assert created.returncode == 0, created.stderr
+    assert "made-over-tls" in https.cli("bucket", "list").stdout

@@ -116,7 +116,8 @@ public struct TollgateConfig: Sendable {
     public static let defaultRole = "default"
 
     /// Reads and validates a config file. Environment variables `TOLLGATE_ACCESS_KEY_ID` and
-    /// `TOLLGATE_ACCESS_KEY_SECRET` override the file's root credentials (for Docker secrets).
+    /// `TOLLGATE_ACCESS_KEY_SECRET` (or files named by `TOLLGATE_ACCESS_KEY_ID_FILE` and
+    /// `TOLLGATE_ACCESS_KEY_SECRET_FILE`, for Docker secrets) override the file's root credentials.
     public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> TollgateConfig {
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
@@ -220,11 +221,15 @@ public struct TollgateConfig: Sendable {
         }
         config.createPolicyBuckets = try reader.bool("CreatePolicyBuckets", default: true)
         config.members = object
-        if let id = environment["TOLLGATE_ACCESS_KEY_ID"], !id.isEmpty { config.accessKeyID = id }
-        if let secret = environment["TOLLGATE_ACCESS_KEY_SECRET"], !secret.isEmpty { config.accessKeySecret = secret }
+        if let id = try environmentValue("TOLLGATE_ACCESS_KEY_ID", environment, path: path) { config.accessKeyID = id.value }
+        var secretSource = "AccessKeySecret"
+        if let secret = try environmentValue("TOLLGATE_ACCESS_KEY_SECRET", environment, path: path) {
+            config.accessKeySecret = secret.value
+            secretSource = secret.source
+        }
         if let data = environment["TOLLGATE_DATA_DIR"], !data.isEmpty { config.dataDirectory = data }
         if !config.accessKeySecret.isEmpty {
-            try config.checkSecret(config.accessKeySecret, name: "AccessKeySecret", hint: " (leave it empty to generate one, or set DevelopmentMode)")
+            try config.checkSecret(config.accessKeySecret, name: secretSource, hint: " (leave it empty to generate one, or set DevelopmentMode)")
         }
         // Every secret that verifies tokens must be as strong as the one that signs them.
         for (index, secret) in config.previousAccessKeySecrets.enumerated() {
@@ -243,6 +248,37 @@ public struct TollgateConfig: Sendable {
     /// too), sorted.
     public func changedKeys(since other: TollgateConfig) -> [String] {
         Set(members.keys).union(other.members.keys).filter { members[$0] != other.members[$0] }.sorted()
+    }
+
+    /// A value from the environment variable `name`, or from the file `name_FILE` names (Docker
+    /// secrets, /run/secrets/…) without its trailing newline; nil when neither is set. Returns the
+    /// value and where it came from, for error messages.
+    static func environmentValue(_ name: String, _ environment: [String: String], path: String) throws(ConfigError) -> (value: String, source: String)? {
+        let value = environment[name].flatMap { $0.isEmpty ? nil : $0 }
+        let file = environment[name + "_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+        switch (value, file) {
+        case (nil, nil):
+            return nil
+        case (let value?, nil):
+            return (value, name)
+        case (_?, _?):
+            throw ConfigError(file: path, "set \(name) or \(name)_FILE, not both")
+        case (nil, let file?):
+            let text: String
+            do { text = try String(contentsOf: URL(fileURLWithPath: file), encoding: .utf8) } catch {
+                throw ConfigError(file: file, "\(name)_FILE: cannot read the file (\(Self.reason(error)))")
+            }
+            var trimmed = Substring(text)
+            while trimmed.last?.isNewline == true { trimmed.removeLast() }
+            guard !trimmed.isEmpty else { throw ConfigError(file: file, "\(name)_FILE: the file is empty") }
+            return (String(trimmed), "\(name)_FILE (\(file))")
+        }
+    }
+
+    /// The token endpoint's `/healthz` as a client on the same machine reaches it: loopback when
+    /// the listener is a wildcard address (`tollgate healthcheck`, the image's HEALTHCHECK).
+    public var healthCheckURL: String {
+        LocalHTTP.baseURL(address: listenAddress, port: port, tls: tls != nil) + "/healthz"
     }
 
     private func checkSecret(_ secret: String, name: String, hint: String) throws(ConfigError) {

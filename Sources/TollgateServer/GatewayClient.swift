@@ -13,7 +13,7 @@ import TollgateXML
 /// only writer. Going through the gateway keeps one writer, and a change is visible to every
 /// client at once.
 public struct GatewayClient: Sendable {
-    /// `http://HOST:PORT`, without a trailing slash.
+    /// `http(s)://HOST:PORT`, without a trailing slash.
     public let endpoint: String
     public let root: RootCredentials
     let region = "us-east-1"
@@ -23,16 +23,9 @@ public struct GatewayClient: Sendable {
         self.root = root
     }
 
-    /// The gateway's loopback address from the config: a wildcard listen address
-    /// (`0.0.0.0`, `::`) is reached through 127.0.0.1 / [::1].
+    /// The gateway as this machine reaches it (see `LocalHTTP.baseURL`).
     public static func endpoint(for config: TollgateConfig) -> String {
-        var host = config.gatewayAddress
-        switch host {
-        case "", "0.0.0.0": host = "127.0.0.1"
-        case "::", "[::]": host = "[::1]"
-        default: if host.contains(":") && !host.hasPrefix("[") { host = "[\(host)]" }
-        }
-        return "http://\(host):\(config.gatewayPort)"
+        LocalHTTP.baseURL(address: config.gatewayAddress, port: config.gatewayPort, tls: config.gatewayTLS != nil)
     }
 
     public struct Bucket: Sendable, Equatable {
@@ -74,7 +67,7 @@ public struct GatewayClient: Sendable {
     /// One signed request without a body; returns the response body of a 2xx answer.
     func send(_ method: HTTPMethod, path: String, now: Date = Date()) async throws(Failure) -> [UInt8] {
         guard let schemeEnd = endpoint.range(of: "://"), !endpoint[schemeEnd.upperBound...].isEmpty else {
-            throw Failure(code: nil, message: "invalid gateway endpoint \(endpoint): expected http://HOST:PORT")
+            throw Failure(code: nil, message: "invalid gateway endpoint \(endpoint): expected http(s)://HOST:PORT")
         }
         let authority = String(endpoint[schemeEnd.upperBound...])
         let timestamp = SignatureDates.formatISO8601Basic(now)
@@ -95,9 +88,10 @@ public struct GatewayClient: Sendable {
         let status: UInt
         let body: [UInt8]
         do {
-            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-            status = response.status.code
-            body = Array(buffer: try await response.body.collect(upTo: 16 * 1024 * 1024))
+            (status, body) = try await LocalHTTP.withClient(for: endpoint) { client in
+                let response = try await client.execute(request, timeout: .seconds(30))
+                return (response.status.code, Array(buffer: try await response.body.collect(upTo: 16 * 1024 * 1024)))
+            }
         } catch {
             throw Failure(code: nil, message: "no gateway answers at \(endpoint) (is `tollgate serve` running? \(error))")
         }

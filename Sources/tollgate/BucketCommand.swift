@@ -19,7 +19,7 @@ struct BucketCommand: AsyncParsableCommand {
     )
 
     struct Connection: ParsableArguments {
-        @Option(name: .long, help: "Path of config.json.") var config = "config.json"
+        @Option(name: .long, help: "Path of config.json (default: $TOLLGATE_CONFIG, else ./config.json).") var config: String?
         @Option(name: .long, help: "The gateway's URL (default: from the config, e.g. http://127.0.0.1:9000).") var endpoint: String?
     }
 

@@ -27,7 +27,7 @@ struct PolicyCommand: AsyncParsableCommand {
         @Argument(help: "Policy files to check.")
         var files: [String]
 
-        @Option(help: "config.json supplying placeholder Variables (default: ./config.json when present).")
+        @Option(help: "config.json supplying placeholder Variables (default: $TOLLGATE_CONFIG, else ./config.json when present).")
         var config: String?
 
         @Option(name: .customLong("var"), help: "A placeholder value, NAME=VALUE (repeatable; overrides the config).")
@@ -86,7 +86,7 @@ struct PolicyCommand: AsyncParsableCommand {
         @Option(help: "A request condition key, KEY=VALUE (repeatable), e.g. aws:username=alice, acs:SourceIp=10.0.0.1.")
         var context: [String] = []
 
-        @Option(help: "config.json supplying placeholder Variables (default: ./config.json when present).")
+        @Option(help: "config.json supplying placeholder Variables (default: $TOLLGATE_CONFIG, else ./config.json when present).")
         var config: String?
 
         @Option(name: .customLong("var"), help: "A placeholder value, NAME=VALUE (repeatable; overrides the config).")
@@ -125,11 +125,11 @@ struct PolicyCommand: AsyncParsableCommand {
     }
 }
 
-/// Placeholder values: the config's `Variables` (from `--config`, or `./config.json` when it
-/// exists), overridden by `--var NAME=VALUE`.
+/// Placeholder values: the config's `Variables` (from `--config` or `$TOLLGATE_CONFIG`, or
+/// `./config.json` when it exists), overridden by `--var NAME=VALUE`.
 private func placeholderVariables(config: String?, vars: [String]) throws -> [String: String] {
     var variables: [String: String] = [:]
-    if let config {
+    if let config = configPath(config) {
         do {
             variables = try TollgateConfig.load(path: config).variables
         } catch {

@@ -16,7 +16,7 @@ extension TokenCommand {
             """
         )
 
-        @Option(name: .long, help: "Path of config.json.") var config = "config.json"
+        @Option(name: .long, help: "Path of config.json (default: $TOLLGATE_CONFIG, else ./config.json).") var config: String?
         @Option(name: .long, help: "Revoke every token issued to this subject (app user) until now.") var subject: String?
         @Option(name: .long, help: "Revoke the token with this temporary access key id (STS.…).") var accessKeyId: String?
         @Option(name: .long, help: "Revoke every token of this role issued until now.") var role: String?

@@ -11,8 +11,8 @@ import TollgateStore
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the token endpoint and the object gateway.")
 
-    @Option(name: .long, help: "Path of config.json.")
-    var config = "config.json"
+    @Option(name: .long, help: "Path of config.json (default: $TOLLGATE_CONFIG, else ./config.json).")
+    var config: String?
 
     func run() async throws {
         // Everything the server creates (store files, SQLite database, root credentials) is
@@ -20,7 +20,7 @@ struct ServeCommand: AsyncParsableCommand {
         umask(0o077)
         let files: ConfigFiles
         do {
-            files = try ConfigFiles.read(path: config)
+            files = try ConfigFiles.read(path: configPath(config) ?? "config.json")
         } catch {
             for problem in error.problems {
                 switch problem {

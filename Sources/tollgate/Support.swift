@@ -12,10 +12,18 @@ func printNow(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }
 
-/// Loads the config or stops with one clear line and exit code 2.
-func loadConfigOrExit(_ path: String) throws -> TollgateConfig {
+/// The config file a command reads: `--config`, else `$TOLLGATE_CONFIG` (the Docker image sets
+/// it), else nil (the command's default, `./config.json`).
+func configPath(_ flag: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+    if let flag { return flag }
+    if let path = environment["TOLLGATE_CONFIG"], !path.isEmpty { return path }
+    return nil
+}
+
+/// Loads the config (`configPath`, or `./config.json`) or stops with one clear line and exit code 2.
+func loadConfigOrExit(_ flag: String?) throws -> TollgateConfig {
     do {
-        return try TollgateConfig.load(path: path)
+        return try TollgateConfig.load(path: configPath(flag) ?? "config.json")
     } catch {
         printError("tollgate: config error: \(error)")
         throw ExitCode(2)

@@ -12,7 +12,7 @@ struct TokenCommand: AsyncParsableCommand {
     struct Issue: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print credentials as the token endpoint would.")
 
-        @Option(name: .long, help: "Path of config.json.") var config = "config.json"
+        @Option(name: .long, help: "Path of config.json (default: $TOLLGATE_CONFIG, else ./config.json).") var config: String?
         @Option(name: .long, help: "The app user (subject); fills ${user} and ${aws:username} in policies.") var user: String?
         @Option(name: .long, help: "Role name from the config's Roles (default: the PolicyFile role).") var role = TollgateConfig.defaultRole
         @Option(name: .long, help: "Lifetime in seconds (900-43200; default: TokenExpireTime).") var duration: Int?
@@ -42,7 +42,7 @@ struct TokenCommand: AsyncParsableCommand {
     struct Inspect: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Verify a token and print its claims.")
 
-        @Option(name: .long, help: "Path of config.json.") var config = "config.json"
+        @Option(name: .long, help: "Path of config.json (default: $TOLLGATE_CONFIG, else ./config.json).") var config: String?
         @Argument(help: "The SecurityToken.") var token: String
 
         func run() async throws {
@@ -81,7 +81,7 @@ extension TokenCommand {
             """
         )
 
-        @Option(name: .long, help: "Path of config.json.") var config = "config.json"
+        @Option(name: .long, help: "Path of config.json (default: $TOLLGATE_CONFIG, else ./config.json).") var config: String?
         @Option(name: .long, help: "How far back: 90s, 30m, 24h, 7d, or an ISO 8601 time.") var since = "24h"
         @Option(name: .long, help: "Only tokens of this subject (app user).") var subject: String?
         @Option(name: .long, help: "Only tokens of this role.") var role: String?

@@ -5,6 +5,6 @@ struct Tollgate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tollgate",
         abstract: "Short-lived credentials for mobile apps, and the object gateway that checks them.",
-        subcommands: [ServeCommand.self, TokenCommand.self, PolicyCommand.self, BucketCommand.self]
+        subcommands: [ServeCommand.self, TokenCommand.self, PolicyCommand.self, BucketCommand.self, HealthcheckCommand.self]
     )
 }

@@ -111,6 +111,59 @@ func badConfig(json: String, message: String) {
     #expect(config.accessKeyID == "ROOTID")
 }
 
+/// Docker secrets: `TOLLGATE_ACCESS_KEY_SECRET_FILE` names a file holding the secret.
+@Test("root secret from a file or the environment", arguments: [
+    // (file contents or nil for no file, variable, file path override, expected secret or error)
+    ("file-secret-0123456789abcdefghijklmnop\n", nil, nil, "file-secret-0123456789abcdefghijklmnop"),
+    ("file-secret-0123456789abcdefghijklmnop\r\n\n", nil, nil, "file-secret-0123456789abcdefghijklmnop"),
+    (nil, "env-secret-0123456789abcdefghijklmnopq", nil, "env-secret-0123456789abcdefghijklmnopq"),
+    ("file-secret-0123456789abcdefghijklmnop", "env-secret-0123456789abcdefghijklmnopq", nil,
+     "error: /etc/tollgate/config.json: set TOLLGATE_ACCESS_KEY_SECRET or TOLLGATE_ACCESS_KEY_SECRET_FILE, not both"),
+    (nil, nil, "/nonexistent/tollgate-secret",
+     "error: /nonexistent/tollgate-secret: TOLLGATE_ACCESS_KEY_SECRET_FILE: cannot read the file"),
+    ("\n", nil, nil, "error: TOLLGATE_ACCESS_KEY_SECRET_FILE: the file is empty"),
+    ("weak\n", nil, nil, "error: /etc/tollgate/config.json: TOLLGATE_ACCESS_KEY_SECRET_FILE (SECRETFILE) must be at least 32 bytes"),
+] as [(String?, String?, String?, String)])
+func rootSecretFromAFile(contents: String?, variable: String?, missingFile: String?, expected: String) throws {
+    let file = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-secret-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: file) }
+    var environment: [String: String] = [:]
+    if let contents {
+        try Data(contents.utf8).write(to: URL(fileURLWithPath: file))
+        environment["TOLLGATE_ACCESS_KEY_SECRET_FILE"] = file
+    }
+    if let missingFile { environment["TOLLGATE_ACCESS_KEY_SECRET_FILE"] = missingFile }
+    if let variable { environment["TOLLGATE_ACCESS_KEY_SECRET"] = variable }
+    guard expected.hasPrefix("error: ") else {
+        #expect(try parse(reference, environment: environment).accessKeySecret == expected)
+        return
+    }
+    let message = String(expected.dropFirst("error: ".count)).replacingOccurrences(of: "SECRETFILE", with: file)
+    #expect {
+        try parse(reference, environment: environment)
+    } throws: { error in
+        "\(error)".contains(message)
+    }
+}
+
+@Test func rootAccessKeyIdFromAFile() throws {
+    let file = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-id-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: file) }
+    try Data("ROOTID\n".utf8).write(to: URL(fileURLWithPath: file))
+    #expect(try parse(reference, environment: ["TOLLGATE_ACCESS_KEY_ID_FILE": file]).accessKeyID == "ROOTID")
+}
+
+@Test("the health check asks loopback when the listener is a wildcard", arguments: [
+    (#""ListenAddress": "0.0.0.0", "Port": 7081"#, "http://127.0.0.1:7081/healthz"),
+    (#""Port": 7080"#, "http://127.0.0.1:7080/healthz"),
+    (#""ListenAddress": "::", "Port": 8080"#, "http://[::1]:8080/healthz"),
+    (#""ListenAddress": "10.0.0.5", "Port": 8080"#, "http://10.0.0.5:8080/healthz"),
+    (#""ListenAddress": "fd00::5", "Port": 8080"#, "http://[fd00::5]:8080/healthz"),
+])
+func healthCheckURLFollowsTheListener(keys: String, expected: String) throws {
+    #expect(try parse(#"{"PolicyFile": "p", \#(keys)}"#).healthCheckURL == expected)
+}
+
 @Test func developmentModeAllowsAShortSecret() throws {
     let config = try parse(#"{"PolicyFile": "p", "AccessKeySecret": "short", "DevelopmentMode": true}"#)
     #expect(config.accessKeySecret == "short")

@@ -1,0 +1,68 @@
+"""README.md's client snippets (between `<!-- readme-test: NAME -->` and `<!-- /readme-test -->`),
+run as written against a live server, with only its address put in: the README cannot rot."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, ROOT_SECRET, Server, get_json
+
+
+def snippet(name: str) -> str:
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(rf"<!-- readme-test: {name} -->\n```\w+\n(.*?)```\n<!-- /readme-test -->", readme, re.S)
+    assert match, f"README.md has no readme-test block {name}"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server({"AccessKeySecret": ROOT_SECRET}).start()
+    yield s
+    s.cleanup()
+
+
+def on(server, code: str, gateway_host: str = "127.0.0.1") -> str:
+    """The snippet with the README's default addresses replaced by the test server's."""
+    assert "http://127.0.0.1:7080" in code or "http://127.0.0.1:9000" in code
+    return (code.replace("http://127.0.0.1:7080", server.url)
+                .replace("http://127.0.0.1:9000", f"http://{gateway_host}:{server.gateway_port}"))
+
+
+def run_python(code: str) -> list[str]:
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_boto3_snippet(server):
+    # Upload, download, and a presigned GET (SigV4, thanks to signature_version="s3v4").
+    assert run_python(on(server, snippet("boto3"))) == ["b'hello'", "b'hello'"]
+
+
+@pytest.mark.parametrize("gateway_host", ["127.0.0.1", "localhost"])
+def test_oss2_snippet(server, gateway_host):
+    # An IP endpoint, and a host name without bucket subdomains: both path-style.
+    assert run_python(on(server, snippet("oss2"), gateway_host)) == ["b'hello'"]
+
+
+def test_awscli_snippet(server, tmp_path):
+    status, _, body = get_json(server.url + "/")
+    assert status == 200, body
+    creds = json.loads(body)
+    code = on(server, snippet("awscli"))
+    placeholders = "AWS_ACCESS_KEY_ID='STS.…' AWS_SECRET_ACCESS_KEY='…' AWS_SESSION_TOKEN='TG1.…'"
+    assert placeholders in code
+    code = code.replace(placeholders, f"AWS_ACCESS_KEY_ID='{creds['AccessKeyId']}' "
+                                      f"AWS_SECRET_ACCESS_KEY='{creds['AccessKeySecret']}' "
+                                      f"AWS_SESSION_TOKEN='{creds['SecurityToken']}'")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_CONFIG_FILE=str(tmp_path / "aws-config"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "aws-credentials"))
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "upload: ./hello.txt to s3://tollgate/hello.txt" in result.stdout
+    assert re.search(r"^\S+ \S+ +6 hello.txt$", result.stdout, re.M), result.stdout
