@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Server-side user-space instructions (callgrind) per presigned 4 KiB GET on the gateway, and
+# per GET / (token issue) and GET /healthz on the token endpoint: figures that do not drift with
+# the machine's load, to compare two builds in one run.
+#   bash bench/gateway_instructions.sh [BINARY …]     (default: the release build; requests: $REQUESTS, 2000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REQUESTS=${REQUESTS:-2000}
+[ $# -gt 0 ] || set -- "$(bash .ci/build-release.sh)"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+for BIN in "$@"; do
+  WORK=$(mktemp -d)
+  PID=
+  trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  cp -r policy "$WORK/policy"
+  PORT=$(free_port); GPORT=$(free_port)
+  cat > "$WORK/config.json" <<JSON
+{"AccessKeyID": "TGBENCHROOT", "AccessKeySecret": "bench-root-secret-0123456789abcdefghijklmn", "RoleArn": "",
+ "TokenExpireTime": "900", "PolicyFile": "policy/all_policy.txt", "DataDirectory": "$WORK/data",
+ "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
+ "Variables": {"BUCKET_NAME": "bench"}, "Buckets": ["bench"],
+ "RateLimits": {"PerAddressPerMinute": 600000000, "PerSubjectPerMinute": 600000000}}
+JSON
+  # Valgrind cannot read the debug info of the static-stdlib build; the symbols are enough.
+  strip --strip-debug -o "$WORK/tollgate" "$BIN"
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.%p" "$WORK/tollgate" serve --config "$WORK/config.json" > "$WORK/server.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+  measure() { # name python-snippet-that-sends-N-requests
+    python3 - "$PORT" "$GPORT" 300 <<<"$2"                 # warm-up, not counted
+    callgrind_control -z "$PID" >/dev/null 2>&1
+    python3 - "$PORT" "$GPORT" "$REQUESTS" <<<"$2"
+    callgrind_control -d "$PID" >/dev/null 2>&1
+    sleep 1
+    TOTAL=$(cat "$WORK"/callgrind.*.* | awk '/^summary:/ {s += $2} END {print s}')
+    rm -f "$WORK"/callgrind.*.*
+    printf '%-28s %9d instructions per request\n' "$1" $((TOTAL / REQUESTS))
+  }
+  echo "== $BIN"
+  GET='
+import http.client, sys
+port, gport, count = map(int, sys.argv[1:4])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+for _ in range(count):
+    c.request("GET", PATH); r = c.getresponse(); r.read(); assert r.status == 200, r.status'
+  measure "token GET /healthz" "PATH = \"/healthz\"$GET"
+  measure "token GET / (issue)" "PATH = \"/\"$GET"
+  measure "gateway presigned GET 4 KiB" '
+import http.client, sys, urllib.parse, boto3
+from botocore.config import Config
+port, gport, count = map(int, sys.argv[1:4])
+s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{gport}", region_name="us-east-1",
+                  aws_access_key_id="TGBENCHROOT", aws_secret_access_key="bench-root-secret-0123456789abcdefghijklmn",
+                  config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+s3.put_object(Bucket="bench", Key="small", Body=b"x" * 4096)
+target = urllib.parse.urlsplit(s3.generate_presigned_url("get_object", Params={"Bucket": "bench", "Key": "small"}, ExpiresIn=3600))
+path = target.path + "?" + target.query
+c = http.client.HTTPConnection("127.0.0.1", gport, timeout=60)
+for _ in range(count):
+    c.request("GET", path); r = c.getresponse(); body = r.read(); assert r.status == 200 and len(body) == 4096, r.status'
+  kill $PID; wait $PID 2>/dev/null || true; PID=
+  rm -rf "$WORK"
+done
