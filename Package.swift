@@ -35,9 +35,11 @@ let package = Package(
         ),
         .target(name: "TollgateCrypto", dependencies: ["CLibCrypto"], swiftSettings: swiftSettings),
         // Pure cores: no sockets, no files, no clocks.
-        .target(name: "TollgatePolicy", swiftSettings: swiftSettings),
-        .target(name: "TollgateToken", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
-        .target(name: "TollgateSignature", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
+        // Every date form on the wire (signature, HTTP, token, policy, log), parsed and formatted once.
+        .target(name: "TollgateDates", swiftSettings: swiftSettings),
+        .target(name: "TollgatePolicy", dependencies: ["TollgateDates"], swiftSettings: swiftSettings),
+        .target(name: "TollgateToken", dependencies: ["TollgateCrypto", "TollgateDates"], swiftSettings: swiftSettings),
+        .target(name: "TollgateSignature", dependencies: ["TollgateCrypto", "TollgateDates"], swiftSettings: swiftSettings),
         // Who an app user is: OIDC/JWT verification (jwt-kit), JWKS caching, role rules.
         .target(name: "TollgateIdentity", dependencies: [.product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload).
@@ -56,7 +58,7 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity",
+                "TollgateCrypto", "TollgateDates", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -75,7 +77,7 @@ let package = Package(
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer", "TollgateStore",
+                "TollgateServer", "TollgateStore", "TollgateDates",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
@@ -83,17 +85,18 @@ let package = Package(
         ),
         .executableTarget(name: "SigBench", dependencies: ["TollgateSignature"], path: "bench/SigBench", swiftSettings: swiftSettings),
         .executableTarget(name: "PolicyBench", dependencies: ["TollgatePolicy"], path: "bench/PolicyBench", swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateDatesTests", dependencies: ["TollgateDates"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateCryptoTests", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateTokenTests", dependencies: ["TollgateToken", "TollgateCrypto"], swiftSettings: swiftSettings),
-        .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature"], exclude: ["Fixtures/generate.py"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature", "TollgateDates"], exclude: ["Fixtures/generate.py"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateIdentityTests", dependencies: ["TollgateIdentity", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateXMLTests", dependencies: ["TollgateXML"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateStoreTests", dependencies: ["TollgateStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TollgateServerTests",
             dependencies: [
-                "TollgateServer",
+                "TollgateServer", "TollgateDates",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings

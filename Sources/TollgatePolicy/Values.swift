@@ -1,4 +1,5 @@
 import Foundation
+import TollgateDates
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -134,93 +135,6 @@ enum ValueParsing {
             guard digits <= 12 else { return nil }
             return Double(s)
         }
-        return iso8601(Array(s.utf8))
-    }
-
-    private static func digits(_ b: [UInt8], _ at: Int, _ n: Int) -> Int? {
-        guard at + n <= b.count else { return nil }
-        var v = 0
-        for k in at..<(at + n) {
-            let c = b[k]
-            guard c >= 0x30 && c <= 0x39 else { return nil }
-            v = v * 10 + Int(c - 0x30)
-        }
-        return v
-    }
-
-    private static func iso8601(_ b: [UInt8]) -> Double? {
-        guard let y = digits(b, 0, 4), b.count >= 10, b[4] == 0x2D, let mo = digits(b, 5, 2), b[7] == 0x2D,
-              let d = digits(b, 8, 2), (1...12).contains(mo), d >= 1, d <= daysIn(mo, y) else { return nil }
-        var h = 0, mi = 0, sec = 0.0, offset = 0
-        var i = 10
-        if i < b.count {
-            guard b[i] == UInt8(ascii: "T") || b[i] == UInt8(ascii: "t") || b[i] == 0x20,
-                  let hh = digits(b, i + 1, 2), i + 3 < b.count, b[i + 3] == 0x3A, let mm = digits(b, i + 4, 2) else { return nil }
-            h = hh
-            mi = mm
-            i += 6
-            if i < b.count && b[i] == 0x3A {
-                guard let ss = digits(b, i + 1, 2) else { return nil }
-                sec = Double(ss)
-                i += 3
-                if i < b.count && b[i] == 0x2E {
-                    var k = i + 1
-                    var frac = 0.0, scale = 0.1
-                    while k < b.count && b[k] >= 0x30 && b[k] <= 0x39 {
-                        frac += Double(b[k] - 0x30) * scale
-                        scale /= 10
-                        k += 1
-                    }
-                    guard k > i + 1 else { return nil }
-                    sec += frac
-                    i = k
-                }
-            }
-            guard h < 24, mi < 60, sec < 61 else { return nil }
-            guard i < b.count else { return nil } // a time needs a zone
-            if b[i] == UInt8(ascii: "Z") || b[i] == UInt8(ascii: "z") {
-                i += 1
-            } else if b[i] == 0x2B || b[i] == 0x2D {
-                let east = b[i] == 0x2B
-                guard let oh = digits(b, i + 1, 2), oh < 24 else { return nil }
-                var om = 0
-                if i + 3 < b.count && b[i + 3] == 0x3A {
-                    guard let m = digits(b, i + 4, 2) else { return nil }
-                    om = m
-                    i += 6
-                } else if let m = digits(b, i + 3, 2) {
-                    om = m
-                    i += 5
-                } else {
-                    i += 3
-                }
-                guard om < 60 else { return nil }
-                // Local time east of UTC is ahead of it: subtract the offset.
-                offset = (oh * 3600 + om * 60) * (east ? -1 : 1)
-            } else {
-                return nil
-            }
-            guard i == b.count else { return nil }
-        }
-        let days = daysFromCivil(y, mo, d)
-        return Double(days * 86400 + h * 3600 + mi * 60 + offset) + sec
-    }
-
-    private static func daysIn(_ m: Int, _ y: Int) -> Int {
-        switch m {
-        case 2: (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    /// Days since 1970-01-01 (Howard Hinnant's algorithm).
-    private static func daysFromCivil(_ y0: Int, _ m: Int, _ d: Int) -> Int {
-        let y = m <= 2 ? y0 - 1 : y0
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146097 + doe - 719468
+        return WireDate.parseISO8601(s)
     }
 }

@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import TollgateCrypto
+import TollgateDates
 import TollgateSignature
 import TollgateToken
 
@@ -57,7 +58,7 @@ struct AdminController: Sendable {
             metadata: [
                 "revocation.type": .string(entry.kind.rawValue),
                 "revocation.value": .string(entry.value),
-                "revocation.revoked_at": .string(Timestamp.iso8601(entry.revokedAt)),
+                "revocation.revoked_at": .string(WireDate.iso8601(entry.revokedAt)),
                 "admin.access_key_id": .string(verified.identity.accessKeyId),
                 "client.address": .string(context.clientAddress),
             ]
@@ -123,8 +124,8 @@ struct AdminController: Sendable {
         json.add("StatusCode", 200)
         json.add("Type", entry.kind.rawValue)
         json.add("Value", entry.value)
-        json.add("RevokedAt", Timestamp.iso8601(entry.revokedAt))
-        json.add("KeptUntil", Timestamp.iso8601(entry.prunableAt(maxTokenLifetime: maxTokenLifetime)))
+        json.add("RevokedAt", WireDate.iso8601(entry.revokedAt))
+        json.add("KeptUntil", WireDate.iso8601(entry.prunableAt(maxTokenLifetime: maxTokenLifetime)))
         json.add("Revocations", Int64(count))
         return json.finish()
     }

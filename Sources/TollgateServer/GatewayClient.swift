@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import TollgateDates
 import TollgateSignature
 import TollgateXML
 
@@ -70,7 +71,7 @@ public struct GatewayClient: Sendable {
             throw Failure(code: nil, message: "invalid gateway endpoint \(endpoint): expected http(s)://HOST:PORT")
         }
         let authority = String(endpoint[schemeEnd.upperBound...])
-        let timestamp = SignatureDates.formatISO8601Basic(now)
+        let timestamp = WireDate.iso8601Basic(now)
         let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         let signed: SignatureHeaders = ["host": authority, "x-amz-date": timestamp, "x-amz-content-sha256": emptySHA256]
         var request = HTTPClientRequest(url: endpoint + path)

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TollgateDates
 
 /// Structured log lines (`time level label: message key=value …`, or one JSON object per line
 /// with `LOG_FORMAT=json`) written to standard output
@@ -239,34 +240,10 @@ public final class LogOutput: Sendable {
         }
     }
 
-    /// The formatted date and time of the current second, reused within that second.
-    private static let secondCache = Mutex<(seconds: Int, prefix: [UInt8])>((-1, []))
-
     /// UTC time with milliseconds, `2026-11-22T05:02:40.123Z`.
     static func appendTimestamp(to bytes: inout [UInt8]) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        let seconds = now.tv_sec
-        let prefix = secondCache.withLock { cache -> [UInt8] in
-            if cache.seconds == seconds { return cache.prefix }
-            var time = seconds
-            var parts = tm()
-            gmtime_r(&time, &parts)
-            let text = "\(parts.tm_year + 1900)-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))T"
-                + "\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2))."
-            cache = (seconds, Array(text.utf8))
-            return cache.prefix
-        }
-        bytes.append(contentsOf: prefix)
-        let millis = now.tv_nsec / 1_000_000
-        bytes.append(UInt8(ascii: "0") + UInt8(millis / 100))
-        bytes.append(UInt8(ascii: "0") + UInt8(millis / 10 % 10))
-        bytes.append(UInt8(ascii: "0") + UInt8(millis % 10))
-        bytes.append(UInt8(ascii: "Z"))
-    }
-
-    private static func pad(_ n: Int, _ width: Int) -> String {
-        let digits = String(n)
-        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+        WireDate.appendISO8601(Int64(now.tv_sec), milliseconds: now.tv_nsec / 1_000_000, to: &bytes)
     }
 }

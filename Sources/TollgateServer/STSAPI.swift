@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import TollgateCrypto
+import TollgateDates
 import TollgateIdentity
 import TollgatePolicy
 import TollgateSignature
@@ -242,7 +243,7 @@ struct STSAPI: Sendable {
             credentials.element("AccessKeyId", issued.accessKeyId)
             credentials.element("SecretAccessKey", issued.accessKeySecret)
             credentials.element("SessionToken", issued.securityToken)
-            credentials.element("Expiration", Timestamp.iso8601(issued.claims.expiresAt))
+            credentials.element("Expiration", WireDate.iso8601(issued.claims.expiresAt))
         }
     }
 

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import Metrics
 import NIOCore
+import TollgateDates
 import TollgateIdentity
 import TollgatePolicy
 import TollgateToken
@@ -179,7 +180,7 @@ struct TokenController: Sendable {
         }
         let issued = try tokens.issue(subject: decision.subject, role: decision.role, claims: decision.claims,
                                       duration: Int64(decision.duration), now: now)
-        let expiration = Timestamp.iso8601(issued.claims.expiresAt)
+        let expiration = WireDate.iso8601(issued.claims.expiresAt)
         logIssued(issued, issuer: decision.issuer, expiration: expiration, context: context, via: "json")
         return TokenJSON.response(.ok, TokenJSON.credentials(issued, expiration: expiration))
     }
@@ -187,7 +188,7 @@ struct TokenController: Sendable {
     /// The audit line of every issue (never a token or a secret), its record in the audit file,
     /// and the counter by role.
     func logIssued(_ issued: IssuedCredentials, issuer: String?, expiration: String? = nil, context: TollgateRequestContext, via: String) {
-        let expiration = expiration ?? Timestamp.iso8601(issued.claims.expiresAt)
+        let expiration = expiration ?? WireDate.iso8601(issued.claims.expiresAt)
         context.logger.info(
             "token issued",
             metadata: [
@@ -201,7 +202,7 @@ struct TokenController: Sendable {
             ]
         )
         audit?.record(TokenAuditEntry(
-            time: Timestamp.iso8601(issued.claims.issuedAt), subject: issued.claims.subject, issuer: issuer, role: issued.claims.role,
+            time: WireDate.iso8601(issued.claims.issuedAt), subject: issued.claims.subject, issuer: issuer, role: issued.claims.role,
             accessKeyId: issued.accessKeyId, expiration: expiration, via: via, clientAddress: context.clientAddress
         ))
         metrics.issued[issued.claims.role].increment()

@@ -1,5 +1,6 @@
 import Hummingbird
 import NIOCore
+import TollgateDates
 import TollgateToken
 
 /// The token endpoint's JSON, written by hand so that the field order is exactly the one the
@@ -11,7 +12,7 @@ public enum TokenJSON {
         json.add("AccessKeyId", issued.accessKeyId)
         json.add("AccessKeySecret", issued.accessKeySecret)
         json.add("SecurityToken", issued.securityToken)
-        json.add("Expiration", expiration ?? Timestamp.iso8601(issued.claims.expiresAt))
+        json.add("Expiration", expiration ?? WireDate.iso8601(issued.claims.expiresAt))
         return json.finish()
     }
 

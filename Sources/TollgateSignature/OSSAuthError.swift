@@ -1,4 +1,5 @@
 import Foundation
+import TollgateDates
 
 /// Every way OSS request authentication can fail, with OSS's error code, message and status.
 /// The HTTP layer renders `code`, `message` and `details` into OSS's `<Error>` body.
@@ -69,11 +70,11 @@ public enum OSSAuthError: Error, Sendable, Equatable {
         case .invalidAccessKeyId(let accessKeyId):
             return [("OSSAccessKeyId", accessKeyId)]
         case .requestExpired(let expires, let serverTime):
-            return [("Expires", SignatureDates.formatISO8601(expires)),
-                    ("ServerTime", SignatureDates.formatISO8601(serverTime))]
+            return [("Expires", WireDate.iso8601(expires)),
+                    ("ServerTime", WireDate.iso8601(serverTime))]
         case .requestTimeTooSkewed(let requestTime, let serverTime):
-            return [("RequestTime", SignatureDates.formatISO8601(requestTime)),
-                    ("ServerTime", SignatureDates.formatISO8601(serverTime)),
+            return [("RequestTime", WireDate.iso8601(requestTime)),
+                    ("ServerTime", WireDate.iso8601(serverTime)),
                     ("MaxAllowedSkewMilliseconds", "900000")]
         case .invalidArgument(_, let name, let value):
             return [("ArgumentName", name), ("ArgumentValue", value)]

@@ -1,5 +1,6 @@
 import Foundation
 import TollgateCrypto
+import TollgateDates
 
 /// OSS request signatures: V1 (`Authorization: OSS ak:sig`, HMAC-SHA1, and `OSSAccessKeyId`
 /// presigned URLs) and V4 (`OSS4-HMAC-SHA256`, header and presigned), canonicalised exactly as
@@ -147,7 +148,7 @@ public enum OSSSignature {
         }
         // oss2 signs x-oss-date when present, Date otherwise.
         guard let date = (request.headers["x-oss-date"] ?? request.headers["date"])?.trimmingASCIIWhitespace(),
-              let requestTime = SignatureDates.parseHTTPDate(date) ?? SignatureDates.parseISO8601Basic(date)
+              let requestTime = WireDate.parseHTTPDate(date) ?? WireDate.parseISO8601Basic(date)
         else {
             throw .accessDenied("OSS authentication requires a valid Date.")
         }
@@ -292,7 +293,7 @@ public enum OSSSignature {
             throw .invalidArgument(message: "Authorization header is invalid.", name: "Authorization", value: authorization)
         }
         guard let timestamp = request.headers["x-oss-date"]?.trimmingASCIIWhitespace(),
-              let requestTime = SignatureDates.parseISO8601Basic(timestamp)
+              let requestTime = WireDate.parseISO8601Basic(timestamp)
         else {
             throw .accessDenied("OSS V4 authentication requires a valid x-oss-date header.")
         }
@@ -319,7 +320,7 @@ public enum OSSSignature {
         guard let credential = parseV4Credential(credentialValue) else {
             throw .invalidArgument(message: "x-oss-credential is invalid.", name: "x-oss-credential", value: credentialValue)
         }
-        guard let requestTime = SignatureDates.parseISO8601Basic(timestamp), timestamp.hasPrefix(credential.date) else {
+        guard let requestTime = WireDate.parseISO8601Basic(timestamp), timestamp.hasPrefix(credential.date) else {
             throw .invalidArgument(message: "x-oss-date is invalid.", name: "x-oss-date", value: timestamp)
         }
         guard let seconds = Int(expiresValue), expiresValue.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),

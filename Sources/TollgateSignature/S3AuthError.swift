@@ -1,4 +1,5 @@
 import Foundation
+import TollgateDates
 
 /// Every way S3 request authentication or payload verification can fail, with the S3 error
 /// code, message and status each maps to. The HTTP layer renders `code`, `message` and
@@ -120,11 +121,11 @@ public enum S3AuthError: Error, Sendable, Equatable {
             return [("AWSAccessKeyId", accessKeyId)]
         case .requestExpired(let expires, let serverTime, let seconds):
             return [("X-Amz-Expires", String(seconds)),
-                    ("Expires", SignatureDates.formatISO8601(expires)),
-                    ("ServerTime", SignatureDates.formatISO8601(serverTime))]
+                    ("Expires", WireDate.iso8601(expires)),
+                    ("ServerTime", WireDate.iso8601(serverTime))]
         case .requestTimeTooSkewed(let requestTime, let serverTime):
-            return [("RequestTime", SignatureDates.formatISO8601(requestTime)),
-                    ("ServerTime", SignatureDates.formatISO8601(serverTime)),
+            return [("RequestTime", WireDate.iso8601(requestTime)),
+                    ("ServerTime", WireDate.iso8601(serverTime)),
                     ("MaxAllowedSkewMilliseconds", "900000")]
         case .contentSHA256Mismatch(let client, let server):
             return [("ClientComputedContentSHA256", client), ("S3ComputedContentSHA256", server)]

@@ -1,5 +1,6 @@
 import Foundation
 import TollgateCrypto
+import TollgateDates
 
 /// How an S3 request's body is protected, from `x-amz-content-sha256`.
 public enum S3PayloadMode: Sendable, Equatable {
@@ -202,13 +203,13 @@ public enum S3SigV4 {
         let timestamp: String
         let requestTime: Date
         if let amzDate = request.headers["x-amz-date"] {
-            guard let parsed = SignatureDates.parseISO8601Basic(amzDate.trimmingASCIIWhitespace()) else {
+            guard let parsed = WireDate.parseISO8601Basic(amzDate.trimmingASCIIWhitespace()) else {
                 throw .accessDenied("AWS authentication requires a valid Date or x-amz-date header")
             }
             timestamp = amzDate.trimmingASCIIWhitespace()
             requestTime = parsed
-        } else if let date = request.headers["date"], let parsed = SignatureDates.parseHTTPDate(date) {
-            timestamp = SignatureDates.formatISO8601Basic(parsed)
+        } else if let date = request.headers["date"], let parsed = WireDate.parseHTTPDate(date) {
+            timestamp = WireDate.iso8601Basic(parsed)
             requestTime = parsed
         } else {
             throw .accessDenied("AWS authentication requires a valid Date or x-amz-date header")
@@ -263,7 +264,7 @@ public enum S3SigV4 {
         guard credential.service == service else {
             throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; incorrect service \"\(credential.service)\". This endpoint belongs to \"\(service)\".")
         }
-        guard let requestTime = SignatureDates.parseISO8601Basic(dateValue) else {
+        guard let requestTime = WireDate.parseISO8601Basic(dateValue) else {
             throw .authorizationQueryParametersError("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
         }
         guard dateValue.hasPrefix(credential.date) else {

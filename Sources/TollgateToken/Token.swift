@@ -1,5 +1,6 @@
 import Foundation
 import TollgateCrypto
+import TollgateDates
 
 /// What a security token says. Serialised as compact JSON with short, sorted keys.
 public struct TokenClaims: Codable, Sendable, Equatable {
@@ -203,8 +204,8 @@ public enum TokenError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .malformed(let why): "malformed token: \(why)"
         case .badSignature: "bad signature"
-        case .expired(let at): "expired at \(Timestamp.iso8601(at))"
-        case .notYetValid(let from): "not valid before \(Timestamp.iso8601(from))"
+        case .expired(let at): "expired at \(WireDate.iso8601(at))"
+        case .notYetValid(let from): "not valid before \(WireDate.iso8601(from))"
         case .unknownKey(let id): "signed with unknown key \(id)"
         }
     }
@@ -350,46 +351,5 @@ public struct TokenService: Sendable {
             }
         }
         return String(decoding: id, as: UTF8.self)
-    }
-}
-
-/// The one timestamp format of the token endpoint: UTC `yyyy-MM-ddTHH:mm:ssZ`, no fractions.
-public enum Timestamp {
-    public static func iso8601(_ seconds: Int64) -> String {
-        var time = time_t(seconds)
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        let year = Int(parts.tm_year) + 1900
-        guard (0...9999).contains(year) else {
-            func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-            return "\(year)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
-        }
-        // Written as bytes: this runs for every token the endpoint issues.
-        return String(unsafeUninitializedCapacity: 20) { out in
-            func digits(_ value: Int, _ count: Int, at offset: Int) {
-                var value = value
-                for index in stride(from: offset + count - 1, through: offset, by: -1) {
-                    out[index] = UInt8(ascii: "0") + UInt8(value % 10)
-                    value /= 10
-                }
-            }
-            digits(year, 4, at: 0)
-            out[4] = UInt8(ascii: "-")
-            digits(Int(parts.tm_mon) + 1, 2, at: 5)
-            out[7] = UInt8(ascii: "-")
-            digits(Int(parts.tm_mday), 2, at: 8)
-            out[10] = UInt8(ascii: "T")
-            digits(Int(parts.tm_hour), 2, at: 11)
-            out[13] = UInt8(ascii: ":")
-            digits(Int(parts.tm_min), 2, at: 14)
-            out[16] = UInt8(ascii: ":")
-            digits(Int(parts.tm_sec), 2, at: 17)
-            out[19] = UInt8(ascii: "Z")
-            return 20
-        }
-    }
-
-    public static func iso8601(_ date: Date) -> String {
-        iso8601(Int64(date.timeIntervalSince1970.rounded(.down)))
     }
 }

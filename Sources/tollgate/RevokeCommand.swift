@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TollgateDates
 import TollgateServer
 import TollgateToken
 
@@ -43,8 +44,8 @@ extension TokenCommand {
                 var json = JSONObjectWriter()
                 json.add("Type", entry.kind.rawValue)
                 json.add("Value", entry.value)
-                json.add("RevokedAt", Timestamp.iso8601(entry.revokedAt))
-                json.add("KeptUntil", Timestamp.iso8601(entry.prunableAt(maxTokenLifetime: store.maxTokenLifetime)))
+                json.add("RevokedAt", WireDate.iso8601(entry.revokedAt))
+                json.add("KeptUntil", WireDate.iso8601(entry.prunableAt(maxTokenLifetime: store.maxTokenLifetime)))
                 json.add("File", store.path)
                 print(json.finish())
             } catch {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TollgateDates
 import TollgateServer
 import TollgateToken
 
@@ -58,8 +59,8 @@ struct TokenCommand: AsyncParsableCommand {
                 json.add("Subject", claims.subject)
                 json.add("Role", claims.role)
                 json.add("SessionName", claims.sessionName)
-                json.add("IssuedAt", Timestamp.iso8601(claims.issuedAt))
-                json.add("Expiration", Timestamp.iso8601(claims.expiresAt))
+                json.add("IssuedAt", WireDate.iso8601(claims.issuedAt))
+                json.add("Expiration", WireDate.iso8601(claims.expiresAt))
                 json.add("SessionPolicy", claims.sessionPolicy)
                 print(json.finish())
             } catch {
@@ -119,10 +120,9 @@ extension TokenCommand {
         static func cutoff(_ text: String, now: Date) -> String? {
             let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
             if let unit = text.last.flatMap({ units[$0] }), let count = Double(text.dropLast()), count >= 0 {
-                return Timestamp.iso8601(now.addingTimeInterval(-count * unit))
+                return WireDate.iso8601(now.addingTimeInterval(-count * unit))
             }
-            let formatter = ISO8601DateFormatter()
-            return formatter.date(from: text).map { Timestamp.iso8601($0) }
+            return WireDate.parseISO8601(text).map { WireDate.iso8601(Date(timeIntervalSince1970: $0)) }
         }
     }
 }

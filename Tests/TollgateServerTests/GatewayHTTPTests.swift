@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Testing
+import TollgateDates
 import TollgateStore
 @testable import TollgateServer
 
@@ -32,7 +33,7 @@ private func withGateway(_ body: @Sendable (any TestClientProtocol, LocalObjectS
 
 @Test func ossRequestsGetOSSErrors() async throws {
     try await withGateway { client, _ in
-        try await client.execute(uri: "/tollgate/x.txt", method: .get, headers: [.authorization: "OSS STS.unknown:c2lnbmF0dXJl", .date: HTTPDates.rfc1123(Date())]) { response in
+        try await client.execute(uri: "/tollgate/x.txt", method: .get, headers: [.authorization: "OSS STS.unknown:c2lnbmF0dXJl", .date: WireDate.httpDate(Date())]) { response in
             #expect(response.status == .forbidden)
             #expect(response.headers[.ossRequestID] != nil)
             let body = String(buffer: response.body)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TollgateSignature
 import TollgateCrypto
+import TollgateDates
 
 /// The examples in AWS's S3 SigV4 documentation ("Examples: Signature Calculations",
 /// sigv4-header-based-auth, sigv4-query-string-auth, sigv4-streaming), with their published
@@ -10,7 +11,7 @@ import TollgateCrypto
 struct AWSPublishedExampleTests {
     static let accessKeyId = "AKIAIOSFODNN7EXAMPLE"
     static let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-    static let now = SignatureDates.parseISO8601Basic("20130524T000000Z")!
+    static let now = WireDate.parseISO8601Basic("20130524T000000Z")!
     static let emptySHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
     static func lookup(_ secret: String = secret) -> SecretLookup {

@@ -263,18 +263,6 @@ struct CanonicalFormTests {
         #expect(S3SigV4.trimAll(pair.0) == pair.1)
     }
 
-    @Test("dates")
-    func dates() {
-        let iso = SignatureDates.parseISO8601Basic("20130524T000000Z")
-        #expect(iso == Date(timeIntervalSince1970: 1_369_353_600))
-        #expect(SignatureDates.parseHTTPDate("Fri, 24 May 2013 00:00:00 GMT") == iso)
-        #expect(SignatureDates.parseHTTPDate("Friday, 24-May-13 00:00:00 GMT") == iso)
-        #expect(SignatureDates.parseISO8601Basic("20131324T000000Z") == nil)
-        #expect(SignatureDates.parseHTTPDate("Fri, 24 May 2013 00:00:00 PST") == nil)
-        #expect(SignatureDates.formatISO8601(Date(timeIntervalSince1970: 1_700_000_000)) == "2023-11-14T22:13:20Z")
-        #expect(SignatureDates.formatISO8601Basic(iso!) == "20130524T000000Z")
-    }
-
     @Test("scheme detection", arguments: [
         ([("Authorization", "OSS ak:sig")], "", SignatureScheme.ossV1Header),
         ([("Authorization", "OSS4-HMAC-SHA256 Credential=a/b")], "", .ossV4Header),

@@ -105,14 +105,6 @@ func malformed(token: String) throws {
     #expect(throws: TokenError.badSignature) { try service.verify(forged, now: now) }
 }
 
-@Test func expirationFormat() {
-    #expect(Timestamp.iso8601(0) == "1970-01-01T00:00:00Z")
-    #expect(Timestamp.iso8601(1_795_000_000) == "2026-11-18T11:06:40Z")
-    #expect(Timestamp.iso8601(253_402_300_799) == "9999-12-31T23:59:59Z")
-    #expect(Timestamp.iso8601(253_402_300_800) == "10000-01-01T00:00:00Z")
-    #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 1.999)) == "1970-01-01T00:00:01Z")
-}
-
 @Test func jsonWriterKeepsOrderAndEscapes() throws {
     var json = JSONObjectWriter()
     json.add("b", "plain")

@@ -1,5 +1,6 @@
 import Logging
 import Metrics
+import TollgateDates
 import TollgateSignature
 import TollgateToken
 
@@ -21,7 +22,7 @@ extension Authenticator {
                 "token.access_key_id": .string(claims.accessKeyId),
                 "client.address": .string(context.clientAddress),
                 "refusal.reason": .string("credentials revoked by \(revocation.kind.rawValue)"),
-                "revocation.revoked_at": .string(Timestamp.iso8601(revocation.revokedAt)),
+                "revocation.revoked_at": .string(WireDate.iso8601(revocation.revokedAt)),
             ]
         )
         switch dialect {

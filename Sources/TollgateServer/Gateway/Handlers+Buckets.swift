@@ -1,4 +1,5 @@
 import Hummingbird
+import TollgateDates
 import TollgateStore
 
 extension Gateway {
@@ -10,7 +11,7 @@ extension Gateway {
             for bucket in buckets {
                 list.element("Bucket") { entry in
                     entry.element("Name", bucket.name)
-                    entry.element("CreationDate", HTTPDates.iso8601(bucket.creationDate))
+                    entry.element("CreationDate", WireDate.iso8601(bucket.creationDate, milliseconds: 0))
                     if call.dialect == .oss {
                         // OSS lists each bucket's location and endpoints; oss2 requires them.
                         let host = call.request.head.authority ?? "127.0.0.1"

@@ -1,4 +1,5 @@
 import Hummingbird
+import TollgateDates
 import TollgateSignature
 import TollgateStore
 
@@ -42,7 +43,7 @@ extension Gateway {
         for object in result.objects {
             xml.element("Contents") { entry in
                 entry.element("Key", encoded(object.key))
-                entry.element("LastModified", HTTPDates.iso8601(object.lastModified))
+                entry.element("LastModified", WireDate.iso8601(object.lastModified, milliseconds: 0))
                 entry.element("ETag", object.etag)
                 if call.dialect == .oss { entry.element("Type", object.etag.contains("-") ? "Multipart" : "Normal") }
                 entry.element("Size", String(object.size))

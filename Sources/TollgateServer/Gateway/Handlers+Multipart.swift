@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import TollgateDates
 import TollgateStore
 import TollgateXML
 
@@ -48,7 +49,7 @@ extension Gateway {
             options: CopyOptions(checkSource: copySourceConditions(call))
         )
         var xml = document(call, root: "CopyPartResult")
-        xml.element("LastModified", HTTPDates.iso8601(part.lastModified))
+        xml.element("LastModified", WireDate.iso8601(part.lastModified, milliseconds: 0))
         xml.element("ETag", part.etag)
         return xmlResponse(xml)
     }
@@ -94,7 +95,7 @@ extension Gateway {
         for part in result.parts {
             xml.element("Part") { entry in
                 entry.element("PartNumber", String(part.partNumber))
-                entry.element("LastModified", HTTPDates.iso8601(part.lastModified))
+                entry.element("LastModified", WireDate.iso8601(part.lastModified, milliseconds: 0))
                 entry.element("ETag", part.etag)
                 entry.element("Size", String(part.size))
             }
@@ -132,7 +133,7 @@ extension Gateway {
                 owner(&entry, "Initiator")
                 owner(&entry)
                 entry.element("StorageClass", "STANDARD")
-                entry.element("Initiated", HTTPDates.iso8601(upload.initiated))
+                entry.element("Initiated", WireDate.iso8601(upload.initiated, milliseconds: 0))
             }
         }
         for commonPrefix in result.commonPrefixes {

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import TollgateDates
 import TollgatePolicy
 import TollgateStore
 import TollgateXML
@@ -47,7 +48,7 @@ extension Gateway {
     func getObjectMeta(_ call: Call, bucket: String, key: String) async throws -> Response {
         let info = try await store.headObject(bucket: bucket, key: key)
         return empty(headers: [
-            .eTag: info.etag, .lastModified: HTTPDates.rfc1123(info.lastModifiedSeconds),
+            .eTag: info.etag, .lastModified: WireDate.httpDate(info.lastModifiedSeconds),
             HTTPField.Name("x-oss-object-size")!: String(info.size),
         ]).with(contentLength: info.size)
     }
@@ -59,19 +60,24 @@ extension Gateway {
         let modified = info.lastModifiedSeconds
         if let ifMatch = call.headers[.ifMatch] {
             if !ETag.matches(ifMatch, info.etag) { throw Self.preconditionFailed("If-Match") }
-        } else if let since = call.headers[.ifUnmodifiedSince].flatMap(HTTPDates.parse), modified > since {
+        } else if let since = call.headers[.ifUnmodifiedSince].flatMap(Self.conditionDate), modified > since {
             throw Self.preconditionFailed("If-Unmodified-Since")
         }
         let notModified: Bool
         if let ifNoneMatch = call.headers[.ifNoneMatch] {
             notModified = ETag.matches(ifNoneMatch, info.etag)
-        } else if let since = call.headers[.ifModifiedSince].flatMap(HTTPDates.parse) {
+        } else if let since = call.headers[.ifModifiedSince].flatMap(Self.conditionDate) {
             notModified = modified <= since
         } else {
             notModified = false
         }
         guard notModified else { return nil }
-        return Response(status: .notModified, headers: [.eTag: info.etag, .lastModified: HTTPDates.rfc1123(modified)])
+        return Response(status: .notModified, headers: [.eTag: info.etag, .lastModified: WireDate.httpDate(modified)])
+    }
+
+    /// The date of an `If-Modified-Since`-style header: an HTTP date, or ISO 8601.
+    static func conditionDate(_ value: String) -> Date? {
+        WireDate.parseHTTPDate(value) ?? WireDate.parseISO8601(value).map(Date.init(timeIntervalSince1970:))
     }
 
     static func preconditionFailed(_ condition: String) -> GatewayError {
@@ -83,7 +89,7 @@ extension Gateway {
     func objectHeaders(_ call: Call, info: ObjectInfo) -> HTTPFields {
         var headers: HTTPFields = [
             .eTag: info.etag,
-            .lastModified: HTTPDates.rfc1123(info.lastModifiedSeconds),
+            .lastModified: WireDate.httpDate(info.lastModifiedSeconds),
             .acceptRanges: "bytes",
             .contentType: info.metadata.contentType ?? (call.dialect == .s3 ? "binary/octet-stream" : "application/octet-stream"),
         ]
@@ -190,7 +196,7 @@ extension Gateway {
             options: CopyOptions(preconditions: writePreconditions(call), checkSource: conditions)
         )
         var xml = document(call, root: "CopyObjectResult")
-        xml.element("LastModified", HTTPDates.iso8601(info.lastModified))
+        xml.element("LastModified", WireDate.iso8601(info.lastModified, milliseconds: 0))
         xml.element("ETag", info.etag)
         return xmlResponse(xml, headers: [.eTag: info.etag])
     }
@@ -200,8 +206,8 @@ extension Gateway {
         let prefix = call.dialect == .s3 ? "x-amz-copy-source-if-" : "x-oss-copy-source-if-"
         let ifMatch = call.header(prefix + "match")
         let ifNoneMatch = call.header(prefix + "none-match")
-        let ifModifiedSince = call.header(prefix + "modified-since").flatMap(HTTPDates.parse)
-        let ifUnmodifiedSince = call.header(prefix + "unmodified-since").flatMap(HTTPDates.parse)
+        let ifModifiedSince = call.header(prefix + "modified-since").flatMap(Self.conditionDate)
+        let ifUnmodifiedSince = call.header(prefix + "unmodified-since").flatMap(Self.conditionDate)
         return { info in
             let modified = info.lastModifiedSeconds
             if let ifMatch {
