@@ -18,17 +18,6 @@ public struct SignatureHeaders: Sendable, Equatable, ExpressibleByDictionaryLite
         fields.append((name: Self.lowercased(name), value: value))
     }
 
-    public mutating func remove(name: String) {
-        let lower = Self.lowercased(name)
-        fields.removeAll { $0.name == lower }
-    }
-
-    /// Replaces every value of `name` with `value`.
-    public mutating func set(name: String, value: String) {
-        remove(name: name)
-        add(name: name, value: value)
-    }
-
     /// The first value of `name`, if any.
     public subscript(name: String) -> String? {
         let lower = Self.lowercased(name)

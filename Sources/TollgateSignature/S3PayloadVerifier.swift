@@ -1,16 +1,18 @@
 import TollgateCrypto
 
-/// The digests computed over a body, returned when verification succeeds so that the caller
-/// can reuse them (ETag, stored checksum) without hashing twice.
+/// The digests computed over a body, returned when verification succeeds. Only the digests that
+/// were checked are computed (nil otherwise); the gateway needs the verdict alone.
 public struct ComputedDigests: Sendable, Equatable {
     public var sha256: [UInt8]?
     public var md5: [UInt8]?
     public var checksum: ExpectedChecksum?
 }
 
-/// Verifies a plain (not aws-chunked) body while it streams through: the signed SHA-256
-/// (`XAmzContentSHA256Mismatch`), `Content-MD5` (`BadDigest`) and an `x-amz-checksum-*` header
-/// (`BadDigest`). Feed every body byte to `update`, then call `finish` before committing.
+/// Verifies a body while it streams through, against whichever of these the request carried:
+/// a signed SHA-256 (`XAmzContentSHA256Mismatch`), `Content-MD5` (`BadDigest`) and an
+/// `x-amz-checksum-*` header (`BadDigest`). Used for plain S3 bodies, for the decoded bytes of
+/// aws-chunked ones (without the SHA-256), and for OSS bodies (the gateway renames its errors).
+/// Feed every body byte to `update`, then call `finish` before committing.
 /// Not thread-safe: one instance per body.
 public final class S3PayloadVerifier {
     private let expectedSHA256: [UInt8]?

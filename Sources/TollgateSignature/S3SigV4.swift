@@ -69,8 +69,8 @@ public struct S3VerifiedRequest: Sendable {
     public var trailerChecksum: ChecksumAlgorithm?
     /// The `x-amz-checksum-*` header value, when sent as a header.
     public var headerChecksum: ExpectedChecksum?
-    /// The decoded `Content-MD5`, when sent. The HTTP layer (or `S3PayloadVerifier`) compares it
-    /// with the MD5 of the (decoded) body and answers `BadDigest` on mismatch.
+    /// The decoded `Content-MD5`, when sent. The body's verifier (`makePayloadVerifier()` or the
+    /// chunked decoder) compares it with the MD5 of the (decoded) body: `BadDigest` on mismatch.
     public var contentMD5: [UInt8]?
     let chunkSigning: ChunkSigningContext?
 
@@ -95,12 +95,6 @@ public enum S3SigV4 {
     public static let terminator = "aws4_request"
     public static let maxPresignedExpires = 604_800
     static let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-    /// True when the request carries SigV4 credentials (header or query).
-    public static func isSigV4(_ request: SignatureRequest) -> Bool {
-        if let auth = request.headers["authorization"], auth.hasPrefix(algorithm + " ") { return true }
-        return request.rawQueryItems.contains { $0.name == "X-Amz-Algorithm" }
-    }
 
     /// Verifies the request's SigV4 signature (header or presigned) and decodes its payload
     /// mode. Does not read the body: use `makeChunkedDecoder()` or `makePayloadVerifier()`.

@@ -24,16 +24,6 @@ public struct SignatureRequest: Sendable, Equatable {
         self.now = now
     }
 
-    /// Splits a request target (`/bucket/key?acl`) into path and query.
-    public init(method: String, target: String, headers: SignatureHeaders, now: Date) {
-        if let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
-            self.init(method: method, rawPath: String(target[..<mark]),
-                      rawQuery: String(target[target.utf8.index(after: mark)...]), headers: headers, now: now)
-        } else {
-            self.init(method: method, rawPath: target, rawQuery: "", headers: headers, now: now)
-        }
-    }
-
     /// The query parameters, split on `&` and the first `=`, still encoded, in order; parsed
     /// once, since detection, verification and routing all read them.
     public private(set) var rawQueryItems: [RawQueryItem]
@@ -123,10 +113,6 @@ extension Array where Element == RawQueryItem {
             if let slot { values[slot] = self[index].value }
         }
         return values
-    }
-
-    func count(named name: String) -> Int {
-        reduce(0) { $0 + ($1.name == name ? 1 : 0) }
     }
 }
 

@@ -240,3 +240,12 @@ struct SigV4SigningTests {
         #expect(authorization == "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
     }
 }
+
+extension SignatureRequest {
+    /// Splits a request target (`/bucket/key?acl`) into path and query, as the HTTP layer does.
+    init(method: String, target: String, headers: SignatureHeaders, now: Date) {
+        let mark = target.firstIndex(of: "?")
+        self.init(method: method, rawPath: String(target[..<(mark ?? target.endIndex)]),
+                  rawQuery: mark.map { String(target[target.index(after: $0)...]) } ?? "", headers: headers, now: now)
+    }
+}

@@ -48,7 +48,9 @@ public enum FuzzSupport {
             if value.first == " " { value = value.dropFirst() }
             headers.add(name: String(line[..<colon]), value: String(value))
         }
-        return SignatureRequest(method: String(method), target: String(target), headers: headers, now: now)
+        let mark = target.firstIndex(of: "?")
+        return SignatureRequest(method: String(method), rawPath: String(target[..<(mark ?? target.endIndex)]),
+                                rawQuery: mark.map { String(target[target.index(after: $0)...]) } ?? "", headers: headers, now: now)
     }
 
     /// The input as text; invalid UTF-8 is repaired, as String(decoding:) does.
