@@ -1,24 +1,58 @@
 import TollgateCrypto
 
-// CRC32 (IEEE), CRC32C (Castagnoli) and CRC64/NVME are written here, table-driven, because
-// libcrypto offers no CRC through its EVP API. SHA-1 and SHA-256 go through TollgateCrypto.
+// CRC32 (IEEE), CRC32C (Castagnoli) and CRC64/NVME are written here, because libcrypto offers
+// no CRC through its EVP API. SHA-1 and SHA-256 go through TollgateCrypto.
 
-/// A reflected, table-driven CRC over 32 or 64 bits (`poly` in reflected form).
+/// A reflected CRC over 32 or 64 bits (`poly` in reflected form), slicing-by-8: eight bytes per
+/// step through eight 256-entry tables (table k is the CRC of a byte followed by k zero bytes),
+/// then the tail a byte at a time. Every boto3 upload carries a CRC-32 trailer, so this runs over
+/// each body byte.
 struct ReflectedCRC<Word: FixedWidthInteger & UnsignedInteger & Sendable>: Sendable {
-    let table: [Word]
+    /// Table k at `k * 256 ..< (k + 1) * 256`.
+    let tables: [Word]
 
     init(reflectedPolynomial poly: Word) {
-        table = (0..<256).map { n -> Word in
+        var tables = [Word](repeating: 0, count: 8 * 256)
+        for n in 0..<256 {
             var c = Word(n)
             for _ in 0..<8 { c = c & 1 != 0 ? (c >> 1) ^ poly : c >> 1 }
-            return c
+            tables[n] = c
         }
+        for k in 1..<8 {
+            for n in 0..<256 {
+                let previous = tables[(k - 1) * 256 + n]
+                tables[k * 256 + n] = (previous >> 8) ^ tables[Int(truncatingIfNeeded: previous & 0xff)]
+            }
+        }
+        self.tables = tables
     }
 
     func update(_ crc: Word, _ bytes: UnsafeRawBufferPointer) -> Word {
-        var c = ~crc
-        for byte in bytes { c = table[Int(truncatingIfNeeded: (c ^ Word(byte)) & 0xff)] ^ (c >> 8) }
-        return ~c
+        tables.withUnsafeBufferPointer { t in
+            var c = ~crc
+            var offset = 0
+            while bytes.count - offset >= 8 {
+                // The CRC (32 or 64 bits) folds into the first bytes of the block; the eight
+                // bytes then index tables 7 down to 0.
+                let v = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                    ^ UInt64(truncatingIfNeeded: c)
+                var next = t[7 * 256 + Int(v & 0xff)]
+                next ^= t[6 * 256 + Int(v >> 8 & 0xff)]
+                next ^= t[5 * 256 + Int(v >> 16 & 0xff)]
+                next ^= t[4 * 256 + Int(v >> 24 & 0xff)]
+                next ^= t[3 * 256 + Int(v >> 32 & 0xff)]
+                next ^= t[2 * 256 + Int(v >> 40 & 0xff)]
+                next ^= t[1 * 256 + Int(v >> 48 & 0xff)]
+                next ^= t[Int(v >> 56)]
+                c = next
+                offset += 8
+            }
+            while offset < bytes.count {
+                c = t[Int(truncatingIfNeeded: (c ^ Word(bytes[offset])) & 0xff)] ^ (c >> 8)
+                offset += 1
+            }
+            return ~c
+        }
     }
 }
 
