@@ -10,9 +10,8 @@ import TollgateDates
 /// between path-style and virtual-host addressing), so the HTTP layer passes both explicitly:
 /// `bucket` nil for service-level requests (ListBuckets), `key` nil or empty for bucket-level ones.
 public enum OSSSignature {
-    public static let v4Algorithm = "OSS4-HMAC-SHA256"
-    public static let v4Terminator = "aliyun_v4_request"
-    public static let v4Product = "oss"
+    /// V4: OSS4-HMAC-SHA256, `aliyun_v4` key prefix, `oss`, `aliyun_v4_request`, `x-oss-` headers.
+    public static let v4Flavor = SigV4Flavor.oss
     public static let maxPresignedExpires = 604_800
 
     /// The query parameters that V1 signs as sub-resources: oss2 2.19.1
@@ -191,108 +190,132 @@ public enum OSSSignature {
 
     // MARK: V4
 
-    struct V4Credential {
-        var accessKeyId: String
-        var date: String
-        var region: String
-        var scope: String { "\(date)/\(region)/\(OSSSignature.v4Product)/\(OSSSignature.v4Terminator)" }
-    }
-
-    static func parseV4Credential(_ value: String) -> V4Credential? {
-        let parts = value.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count >= 5, parts[parts.count - 1] == v4Terminator, parts[parts.count - 2] == v4Product else { return nil }
-        let accessKeyId = parts[0..<(parts.count - 4)].joined(separator: "/")
-        let date = String(parts[parts.count - 4])
-        guard !accessKeyId.isEmpty, date.utf8.count == 8, date.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
-        return V4Credential(accessKeyId: accessKeyId, date: date, region: String(parts[parts.count - 3]))
-    }
-
     /// oss2's V4 canonical URI: `/bucket/key` (or `/`), percent-encoded with `/` kept.
     public static func canonicalURIV4(bucket: String?, key: String?) -> String {
-        guard let bucket, !bucket.isEmpty else { return "/" }
-        return PercentEncoding.encode("/\(bucket)/\(key ?? "")", keepSlash: true)
+        var out: [UInt8] = []
+        appendCanonicalURIV4(bucket: bucket, key: key, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
-    static func canonicalQueryV4(_ query: [RawQueryItem], excludingSignature: Bool) -> String {
-        var pairs: [(String, String)] = []
+    static func appendCanonicalURIV4(bucket: String?, key: String?, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "/"))
+        guard let bucket, !bucket.isEmpty else { return }
+        for c in bucket.utf8 { PercentEncoding.appendEncoded(c, to: &out, keepSlash: true) }
+        out.append(UInt8(ascii: "/"))
+        for c in (key ?? "").utf8 { PercentEncoding.appendEncoded(c, to: &out, keepSlash: true) }
+    }
+
+    /// Every parameter decoded, then encoded, sorted by encoded name then value, joined by `&`:
+    /// `name=value`, or `name` alone when the value is empty. A presigned request's
+    /// `x-oss-signature` is left out.
+    static func appendCanonicalQueryV4(_ query: [RawQueryItem], excludingSignature: Bool, to out: inout [UInt8]) {
+        // Every name and value in canonical form in one buffer; the pairs are sorted as ranges of it.
+        var arena: [UInt8] = []
+        var pairs: [(name: Range<Int>, value: Range<Int>)] = []
+        pairs.reserveCapacity(query.count)
         for item in query {
-            let name = item.name
-            if excludingSignature && name == "x-oss-signature" { continue }
-            pairs.append((PercentEncoding.encode(name), PercentEncoding.encode(item.value)))
+            if excludingSignature && item.name == "x-oss-signature" { continue }
+            let start = arena.count
+            for c in item.name.utf8 { PercentEncoding.appendEncoded(c, to: &arena, keepSlash: false) }
+            let middle = arena.count
+            for c in item.value.utf8 { PercentEncoding.appendEncoded(c, to: &arena, keepSlash: false) }
+            pairs.append((start..<middle, middle..<arena.count))
         }
-        pairs.sort { lhs, rhs in
-            lhs.0 != rhs.0 ? lhs.0.utf8.lexicographicallyPrecedes(rhs.0.utf8) : lhs.1.utf8.lexicographicallyPrecedes(rhs.1.utf8)
+        arena.withUnsafeBufferPointer { arena in
+            pairs.sort { lhs, rhs in
+                let byName = S3SigV4.compareBytes(arena, lhs.name, rhs.name)
+                return byName != 0 ? byName < 0 : S3SigV4.compareBytes(arena, lhs.value, rhs.value) < 0
+            }
+            for (index, pair) in pairs.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: "&")) }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: arena[pair.name]))
+                if !pair.value.isEmpty {
+                    out.append(UInt8(ascii: "="))
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: arena[pair.value]))
+                }
+            }
         }
-        return pairs.map { $0.1.isEmpty ? $0.0 : "\($0.0)=\($0.1)" }.joined(separator: "&")
     }
 
-    /// Headers signed by V4: `x-oss-*`, `content-type`, `content-md5` and the additional headers.
+    /// Headers signed by V4: `x-oss-*`, `content-type`, `content-md5` and the additional headers,
+    /// each once, sorted.
     static func v4SignedHeaderNames(_ headers: SignatureHeaders, additional: [String]) -> [String] {
-        let extra = Set(additional)
-        return headers.names.filter { $0.hasPrefix("x-oss-") || $0 == "content-type" || $0 == "content-md5" || extra.contains($0) }
-            .sorted()
+        var names: [String] = []
+        for field in headers.fields where !names.contains(field.name) {
+            let name = field.name
+            if name.hasPrefix(v4Flavor.headerPrefix) || name == "content-type" || name == "content-md5" || additional.contains(name) {
+                names.append(name)
+            }
+        }
+        return names.sorted()
     }
 
     public static func canonicalRequestV4(method: String, bucket: String?, key: String?, rawQuery: String,
                                           headers: SignatureHeaders, additionalHeaders: [String], presigned: Bool) -> String {
-        canonicalRequestV4(method: method, bucket: bucket, key: key, query: RawQueryItem.parse(rawQuery),
-                           headers: headers, additionalHeaders: additionalHeaders, presigned: presigned)
+        let additional = additionalHeaders.sorted()
+        return String(decoding: canonicalRequestV4(method: method, bucket: bucket, key: key, query: RawQueryItem.parse(rawQuery),
+                                                   headers: headers, signedHeaders: v4SignedHeaderNames(headers, additional: additional),
+                                                   additionalHeaders: additional, presigned: presigned),
+                      as: UTF8.self)
     }
 
+    /// `method`, canonical URI, canonical query, one `name:value` line per signed header (values
+    /// trimmed, repeats joined by `,`), an empty line, the additional header names joined by `;`,
+    /// and the `x-oss-content-sha256` value (`UNSIGNED-PAYLOAD` without one), `\n` between them.
     static func canonicalRequestV4(method: String, bucket: String?, key: String?, query: [RawQueryItem],
-                                   headers: SignatureHeaders, additionalHeaders: [String], presigned: Bool) -> String {
-        let canonicalHeaders = v4SignedHeaderNames(headers, additional: additionalHeaders).map { name in
-            name + ":" + headers.values(name).map { $0.trimmingASCIIWhitespace() }.joined(separator: ",") + "\n"
-        }.joined()
-        let payload = headers["x-oss-content-sha256"]?.trimmingASCIIWhitespace() ?? "UNSIGNED-PAYLOAD"
-        return [method, canonicalURIV4(bucket: bucket, key: key),
-                canonicalQueryV4(query, excludingSignature: presigned),
-                canonicalHeaders, additionalHeaders.sorted().joined(separator: ";"), payload].joined(separator: "\n")
+                                   headers: SignatureHeaders, signedHeaders: [String], additionalHeaders: [String],
+                                   presigned: Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        out += method.utf8
+        out.append(UInt8(ascii: "\n"))
+        appendCanonicalURIV4(bucket: bucket, key: key, to: &out)
+        out.append(UInt8(ascii: "\n"))
+        appendCanonicalQueryV4(query, excludingSignature: presigned, to: &out)
+        out.append(UInt8(ascii: "\n"))
+        for name in signedHeaders {
+            out += name.utf8
+            out.append(UInt8(ascii: ":"))
+            var first = true
+            headers.forEachValue(name) { value in
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                out += value.trimmingASCIIWhitespace().utf8
+            }
+            out.append(UInt8(ascii: "\n"))
+        }
+        out.append(UInt8(ascii: "\n"))
+        for (index, name) in additionalHeaders.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ";")) }
+            out += name.utf8
+        }
+        out.append(UInt8(ascii: "\n"))
+        out += (headers[v4Flavor.contentSHA256Header]?.trimmingASCIIWhitespace() ?? S3PayloadMode.unsignedPayload).utf8
+        return out
     }
 
+    /// `AdditionalHeaders` / `x-oss-additional-headers`: `;`-separated names, trimmed, lower-cased, sorted.
     static func parseAdditionalHeaders(_ value: String?) -> [String] {
         guard let value else { return [] }
         return value.split(separator: ";").map { $0.trimmingASCIIWhitespace().lowercased() }.filter { !$0.isEmpty }.sorted()
     }
 
-    static func checkV4(secret: String, credential: V4Credential, timestamp: String, canonicalRequest: String,
-                        provided: String) throws(OSSAuthError) {
-        let expected: String
-        let stringToSign: String
-        do {
-            let hash = Hex.encode(try Crypto.sha256(Array(canonicalRequest.utf8)))
-            stringToSign = "\(v4Algorithm)\n\(timestamp)\n\(credential.scope)\n\(hash)"
-            var key = try Crypto.hmacSHA256(key: Array(("aliyun_v4" + secret).utf8), credential.date)
-            key = try Crypto.hmacSHA256(key: key, credential.region)
-            key = try Crypto.hmacSHA256(key: key, v4Product)
-            key = try Crypto.hmacSHA256(key: key, v4Terminator)
-            expected = Hex.encode(try Crypto.hmacSHA256(key: key, stringToSign))
-        } catch {
-            throw .internalError
-        }
-        guard Crypto.constantTimeEqual(expected, provided.lowercased()) else {
-            throw .signatureDoesNotMatch(SignatureMismatch(accessKeyId: credential.accessKeyId, stringToSign: stringToSign,
-                                                              signatureProvided: provided, canonicalRequest: canonicalRequest))
-        }
+    /// A V4 credential of this service (`<ak>/<date>/<region>/oss/aliyun_v4_request`), or nil.
+    static func parseV4Credential(_ value: String) -> SigV4Credential? {
+        guard let credential = v4Flavor.parseCredential(value), credential.service == v4Flavor.service else { return nil }
+        return credential
     }
 
     static func verifyV4Header(_ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?,
                                token: String?, lookup: SecretLookup) throws(OSSAuthError) -> VerifiedIdentity {
         let authorization = request.headers["authorization"] ?? ""
-        var fields: [String: String] = [:]
-        for part in authorization.dropFirst(v4Algorithm.count + 1).split(separator: ",") {
-            let item = part.trimmingASCIIWhitespace()
-            guard let eq = item.firstIndex(of: "=") else {
-                throw .invalidArgument(message: "Authorization header is invalid.", name: "Authorization", value: authorization)
-            }
-            fields[String(item[..<eq])] = String(item[item.index(after: eq)...])
-        }
-        guard let credentialValue = fields["Credential"], let credential = parseV4Credential(credentialValue),
+        guard let fields = SigV4Flavor.parseAuthorizationFields(authorization.dropFirst(v4Flavor.algorithm.count + 1)),
+              let credentialValue = fields["Credential"], let credential = parseV4Credential(credentialValue),
               let signature = fields["Signature"], !signature.isEmpty
         else {
             throw .invalidArgument(message: "Authorization header is invalid.", name: "Authorization", value: authorization)
         }
-        guard let timestamp = request.headers["x-oss-date"]?.trimmingASCIIWhitespace(),
+        guard let timestamp = request.headers[v4Flavor.dateHeader]?.trimmingASCIIWhitespace(),
               let requestTime = WireDate.parseISO8601Basic(timestamp)
         else {
             throw .accessDenied("OSS V4 authentication requires a valid x-oss-date header.")
@@ -308,12 +331,16 @@ public enum OSSSignature {
         )
     }
 
+    /// The query parameters of a presigned V4 request, in the order `verifyV4Query` reads them.
+    static let presignedV4Parameters = [
+        "x-oss-credential", "x-oss-date", "x-oss-expires", "x-oss-signature", "x-oss-additional-headers",
+    ].map { Array($0.utf8) }
+
     static func verifyV4Query(_ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?,
                               token: String?, lookup: SecretLookup) throws(OSSAuthError) -> VerifiedIdentity {
-        guard let credentialValue = query.first(named: "x-oss-credential"),
-              let timestamp = query.first(named: "x-oss-date"),
-              let expiresValue = query.first(named: "x-oss-expires"),
-              let signature = query.first(named: "x-oss-signature"), !signature.isEmpty
+        let parameters = query.firstValues(named: presignedV4Parameters)
+        guard let credentialValue = parameters[0], let timestamp = parameters[1], let expiresValue = parameters[2],
+              let signature = parameters[3], !signature.isEmpty
         else {
             throw .accessDenied("Presigned V4 URLs require x-oss-credential, x-oss-date, x-oss-expires and x-oss-signature.")
         }
@@ -335,26 +362,38 @@ public enum OSSSignature {
         if request.now > expires { throw .requestExpired(expires: expires, serverTime: request.now) }
         return try verifyV4Signature(
             request, query: query, bucket: bucket, key: key, token: token, credential: credential, timestamp: timestamp,
-            requestTime: requestTime, expires: expires, additionalHeaders: query.first(named: "x-oss-additional-headers"),
-            signature: signature, lookup: lookup
+            requestTime: requestTime, expires: expires, additionalHeaders: parameters[4], signature: signature, lookup: lookup
         )
     }
 
     /// The common end of both V4 forms; a request with an expiry is presigned.
     static func verifyV4Signature(
         _ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?, token: String?,
-        credential: V4Credential, timestamp: String, requestTime: Date, expires: Date?, additionalHeaders: String?,
+        credential: SigV4Credential, timestamp: String, requestTime: Date, expires: Date?, additionalHeaders: String?,
         signature: String, lookup: SecretLookup
     ) throws(OSSAuthError) -> VerifiedIdentity {
         let presigned = expires != nil
         let additional = parseAdditionalHeaders(additionalHeaders)
+        let signedHeaders = v4SignedHeaderNames(request.headers, additional: additional)
         let secret = try lookupSecret(credential.accessKeyId, token: token, dialect: .ossV4, lookup: lookup)
-        let canonical = canonicalRequestV4(method: request.method, bucket: bucket, key: key, query: query,
-                                           headers: request.headers, additionalHeaders: additional, presigned: presigned)
-        try checkV4(secret: secret, credential: credential, timestamp: timestamp, canonicalRequest: canonical, provided: signature)
+        let canonical = canonicalRequestV4(method: request.method, bucket: bucket, key: key, query: query, headers: request.headers,
+                                           signedHeaders: signedHeaders, additionalHeaders: additional, presigned: presigned)
+        let stringToSign: [UInt8]
+        let matches: Bool
+        do {
+            stringToSign = try v4Flavor.stringToSign(timestamp: timestamp, scope: credential.scope, canonicalRequest: canonical)
+            let key = try v4Flavor.signingKey(secret: secret, date: credential.date, region: credential.region, service: credential.service)
+            matches = try SigV4Flavor.signatureMatches(key: key, stringToSign: stringToSign, provided: signature)
+        } catch {
+            throw .internalError
+        }
+        guard matches else {
+            throw .signatureDoesNotMatch(SignatureMismatch(
+                accessKeyId: credential.accessKeyId, stringToSign: String(decoding: stringToSign, as: UTF8.self),
+                signatureProvided: signature, canonicalRequest: String(decoding: canonical, as: UTF8.self)))
+        }
         return VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .ossV4, securityToken: token, presigned: presigned,
-                                region: credential.region,
-                                signedHeaders: v4SignedHeaderNames(request.headers, additional: additional),
+                                region: credential.region, signedHeaders: signedHeaders,
                                 requestTime: requestTime, expires: expires)
     }
 }

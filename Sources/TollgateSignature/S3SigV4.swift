@@ -90,9 +90,8 @@ public struct S3VerifiedRequest: Sendable {
 
 /// AWS Signature Version 4 verification for S3 (Authorization header and presigned URLs).
 public enum S3SigV4 {
-    public static let algorithm = "AWS4-HMAC-SHA256"
-    public static let service = "s3"
-    public static let terminator = "aws4_request"
+    /// AWS4-HMAC-SHA256, `AWS4` key prefix, `s3`, `aws4_request`, `x-amz-` headers.
+    public static let flavor = SigV4Flavor.aws
     public static let maxPresignedExpires = 604_800
     static let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -102,7 +101,7 @@ public enum S3SigV4 {
     /// own signed endpoints pass theirs (`sts`, `tollgate`), so a signature for one service is
     /// not accepted by another. `bodySHA256` is the hash of a body the caller already read, the
     /// payload hash when the client sent no `x-amz-content-sha256` (AWS's generic signers don't).
-    public static func verify(_ request: SignatureRequest, service: String = S3SigV4.service, bodySHA256: String? = nil,
+    public static func verify(_ request: SignatureRequest, service: String = flavor.service, bodySHA256: String? = nil,
                               lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let query = request.rawQueryItems
         let authorization = request.headers["authorization"]
@@ -121,34 +120,6 @@ public enum S3SigV4 {
 
     // MARK: Authorization header
 
-    struct Credential {
-        var accessKeyId: String
-        var date: String
-        var region: String
-        var service: String
-        var scope: String { "\(date)/\(region)/\(service)/\(S3SigV4.terminator)" }
-    }
-
-    /// `<access key id>/<date>/<region>/<service>/aws4_request`; the key id may hold slashes, so
-    /// the four fixed parts are taken from the end.
-    static func parseCredential(_ value: String) -> Credential? {
-        let utf8 = value.utf8
-        var slashes: [String.Index] = []
-        var index = utf8.endIndex
-        while slashes.count < 4, let slash = utf8[..<index].lastIndex(of: UInt8(ascii: "/")) {
-            slashes.append(slash)
-            index = slash
-        }
-        guard slashes.count == 4 else { return nil }
-        func part(_ n: Int) -> Substring { value[utf8.index(after: slashes[n])..<(n == 0 ? utf8.endIndex : slashes[n - 1])] }
-        let accessKeyId = value[..<slashes[3]]
-        let date = part(3)
-        guard part(0) == terminator, !accessKeyId.isEmpty, date.utf8.count == 8,
-              date.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-        else { return nil }
-        return Credential(accessKeyId: String(accessKeyId), date: String(date), region: String(part(2)), service: String(part(1)))
-    }
-
     /// `host;x-amz-date`: non-empty, lower-case names; nil otherwise.
     static func parseSignedHeaders(_ value: String) -> [String]? {
         let names = value.splitASCII(UInt8(ascii: ";"))
@@ -158,32 +129,19 @@ public enum S3SigV4 {
         return names.map(String.init)
     }
 
-    /// Splits `Key=value, Key2=value2` (after the algorithm) into a dictionary.
-    static func parseAuthorizationFields(_ rest: Substring) -> [String: String]? {
-        var fields: [String: String] = [:]
-        for part in rest.split(separator: ",") {
-            let item = part.trimmingASCIIWhitespace()
-            guard let eq = item.firstIndex(of: "=") else { return nil }
-            let key = String(item[..<eq])
-            guard fields[key] == nil else { return nil }
-            fields[key] = String(item[item.index(after: eq)...])
-        }
-        return fields
-    }
-
-    static func verifyHeader(_ request: SignatureRequest, authorization: String, service: String = service,
+    static func verifyHeader(_ request: SignatureRequest, authorization: String, service: String = flavor.service,
                              bodySHA256: String? = nil, lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
-        let prefix = algorithm + " "
+        let prefix = flavor.algorithm + " "
         guard authorization.hasPrefix(prefix) else {
             throw .authorizationHeaderMalformed("the authorization mechanism is not supported; expecting AWS4-HMAC-SHA256.")
         }
-        guard let fields = parseAuthorizationFields(authorization.dropFirst(prefix.count)),
+        guard let fields = SigV4Flavor.parseAuthorizationFields(authorization.dropFirst(prefix.count)),
               let credentialValue = fields["Credential"], let signedValue = fields["SignedHeaders"],
               let signature = fields["Signature"]
         else {
             throw .authorizationHeaderMalformed("expecting Credential, SignedHeaders and Signature.")
         }
-        guard let credential = parseCredential(credentialValue) else {
+        guard let credential = flavor.parseCredential(credentialValue) else {
             throw .authorizationHeaderMalformed("the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".")
         }
         guard credential.service == service else {
@@ -196,7 +154,7 @@ public enum S3SigV4 {
         // Time: x-amz-date wins over Date.
         let timestamp: String
         let requestTime: Date
-        if let amzDate = request.headers["x-amz-date"] {
+        if let amzDate = request.headers[flavor.dateHeader] {
             guard let parsed = WireDate.parseISO8601Basic(amzDate.trimmingASCIIWhitespace()) else {
                 throw .accessDenied("AWS authentication requires a valid Date or x-amz-date header")
             }
@@ -217,7 +175,7 @@ public enum S3SigV4 {
 
         try checkSignedHeaderCoverage(request.headers, signedHeaders: signedHeaders, presigned: false)
 
-        guard let contentSHA = request.headers["x-amz-content-sha256"]?.trimmingASCIIWhitespace() ?? bodySHA256 else {
+        guard let contentSHA = request.headers[flavor.contentSHA256Header]?.trimmingASCIIWhitespace() ?? bodySHA256 else {
             throw .invalidRequest("Missing required header for this request: x-amz-content-sha256")
         }
         guard let payload = S3PayloadMode(headerValue: contentSHA) else { throw .invalidContentSHA256(contentSHA) }
@@ -241,7 +199,7 @@ public enum S3SigV4 {
         "X-Amz-Content-Sha256", "X-Amz-Security-Token",
     ].map { Array($0.utf8) }
 
-    static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem], service: String = service,
+    static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem], service: String = flavor.service,
                                 lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let parameters = query.firstValues(named: presignedParameters)
         guard let algorithmValue = parameters[0], let credentialValue = parameters[1], let dateValue = parameters[2],
@@ -249,10 +207,10 @@ public enum S3SigV4 {
         else {
             throw .authorizationQueryParametersError("Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.")
         }
-        guard algorithmValue == algorithm else {
+        guard algorithmValue == flavor.algorithm else {
             throw .authorizationQueryParametersError("X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"")
         }
-        guard let credential = parseCredential(credentialValue) else {
+        guard let credential = flavor.parseCredential(credentialValue) else {
             throw .authorizationQueryParametersError("Error parsing the X-Amz-Credential parameter; the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".")
         }
         guard credential.service == service else {
@@ -288,7 +246,7 @@ public enum S3SigV4 {
         // The payload hash of a presigned request: a signed X-Amz-Content-Sha256 parameter or
         // header if the signer put one there, UNSIGNED-PAYLOAD otherwise.
         let payloadHash = parameters[6]
-            ?? request.headers["x-amz-content-sha256"]?.trimmingASCIIWhitespace()
+            ?? request.headers[flavor.contentSHA256Header]?.trimmingASCIIWhitespace()
             ?? S3PayloadMode.unsignedPayload
         guard let payload = S3PayloadMode(headerValue: payloadHash) else { throw .invalidContentSHA256(payloadHash) }
         guard !payload.hasChunkSignatures else {
@@ -308,7 +266,7 @@ public enum S3SigV4 {
     /// The common end of both forms: the secret, the canonical request (without
     /// `X-Amz-Signature` for presigned requests), the signature check, and the payload mode.
     static func verifySignature(
-        _ request: SignatureRequest, presigned: Bool, credential: Credential, timestamp: String,
+        _ request: SignatureRequest, presigned: Bool, credential: SigV4Credential, timestamp: String,
         requestTime: Date, expires: Date?, signedHeaders: [String], signature: String, token: String?,
         payloadHash: String, payload: S3PayloadMode, lookup: SecretLookup
     ) throws(S3AuthError) -> S3VerifiedRequest {
@@ -316,10 +274,21 @@ public enum S3SigV4 {
         let canonical = canonicalRequest(method: request.method, rawPath: request.rawPath, rawQuery: request.rawQuery,
                                          excludingSignature: presigned, headers: request.headers,
                                          signedHeaders: signedHeaders, payloadHash: payloadHash)
-        let stringToSign = self.stringToSign(timestamp: timestamp, scope: credential.scope, canonicalRequest: canonical)
-        let key = try signingKey(secret: secret, date: credential.date, region: credential.region, service: credential.service)
-        try checkSignature(key: key, stringToSign: stringToSign, provided: signature,
-                           accessKeyId: credential.accessKeyId, canonicalRequest: canonical)
+        let key: DerivedSigningKey
+        let stringToSign: [UInt8]
+        let matches: Bool
+        do {
+            stringToSign = try flavor.stringToSign(timestamp: timestamp, scope: credential.scope, canonicalRequest: canonical)
+            key = try flavor.signingKey(secret: secret, date: credential.date, region: credential.region, service: credential.service)
+            matches = try SigV4Flavor.signatureMatches(key: key, stringToSign: stringToSign, provided: signature)
+        } catch {
+            throw .internalError
+        }
+        guard matches else {
+            throw .signatureDoesNotMatch(SignatureMismatch(
+                accessKeyId: credential.accessKeyId, stringToSign: String(decoding: stringToSign, as: UTF8.self),
+                signatureProvided: signature, canonicalRequest: String(decoding: canonical, as: UTF8.self)))
+        }
         let identity = VerifiedIdentity(accessKeyId: credential.accessKeyId, dialect: .s3SigV4, securityToken: token,
                                         presigned: presigned, region: credential.region, signedHeaders: signedHeaders,
                                         requestTime: requestTime, expires: expires)
@@ -340,7 +309,7 @@ public enum S3SigV4 {
         var missing: [String] = []
         if !signedHeaders.contains("host") { missing.append("host") }
         missing += headers.names.filter { name in
-            name.hasPrefix("x-amz-") && !signedHeaders.contains(name) && !(presigned && name == "x-amz-content-sha256")
+            name.hasPrefix(flavor.headerPrefix) && !signedHeaders.contains(name) && !(presigned && name == flavor.contentSHA256Header)
         }.sorted()
         if !missing.isEmpty {
             throw .accessDenied("There were headers present in the request which were not signed: \(missing.joined(separator: ", "))")
@@ -352,19 +321,6 @@ public enum S3SigV4 {
             return try lookup(CredentialQuery(accessKeyId: accessKeyId, securityToken: token, dialect: .s3SigV4))
         } catch {
             throw S3AuthError(error, accessKeyId: accessKeyId)
-        }
-    }
-
-    /// Compares the provided hex signature (either case) with the HMAC of `stringToSign`, in
-    /// constant time. The strings for the error body are built only when they differ.
-    static func checkSignature(key: DerivedSigningKey, stringToSign: [UInt8], provided: String, accessKeyId: String,
-                               canonicalRequest: [UInt8]) throws(S3AuthError) {
-        let expected: [UInt8]
-        do { expected = try key.mac.authenticate(stringToSign) } catch { throw .internalError }
-        guard let providedBytes = Hex.decode(provided), Crypto.constantTimeEqual(expected, providedBytes) else {
-            throw .signatureDoesNotMatch(SignatureMismatch(
-                accessKeyId: accessKeyId, stringToSign: String(decoding: stringToSign, as: UTF8.self),
-                signatureProvided: provided, canonicalRequest: String(decoding: canonicalRequest, as: UTF8.self)))
         }
     }
 
@@ -485,7 +441,7 @@ public enum S3SigV4 {
     }
 
     /// Byte-wise order of two ranges of `bytes`: negative, zero or positive.
-    private static func compareBytes(_ bytes: UnsafeBufferPointer<UInt8>, _ lhs: Range<Int>, _ rhs: Range<Int>) -> Int {
+    static func compareBytes(_ bytes: UnsafeBufferPointer<UInt8>, _ lhs: Range<Int>, _ rhs: Range<Int>) -> Int {
         let common = min(lhs.count, rhs.count)
         if common > 0, let base = bytes.baseAddress {
             let order = memcmp(base + lhs.lowerBound, base + rhs.lowerBound, common)
@@ -568,20 +524,8 @@ public enum S3SigV4 {
     }
 
     public static func stringToSign(timestamp: String, scope: String, canonicalRequest: String) -> String {
-        String(decoding: stringToSign(timestamp: timestamp, scope: scope, canonicalRequest: Array(canonicalRequest.utf8)), as: UTF8.self)
-    }
-
-    static func stringToSign(timestamp: String, scope: String, canonicalRequest: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(algorithm.utf8.count + timestamp.utf8.count + scope.utf8.count + 67)
-        out += algorithm.utf8
-        out.append(UInt8(ascii: "\n"))
-        out += timestamp.utf8
-        out.append(UInt8(ascii: "\n"))
-        out += scope.utf8
-        out.append(UInt8(ascii: "\n"))
-        if let hash = try? Crypto.sha256(canonicalRequest) { Hex.append(hash, to: &out) }
-        return out
+        let bytes = try? flavor.stringToSign(timestamp: timestamp, scope: scope, canonicalRequest: Array(canonicalRequest.utf8))
+        return String(decoding: bytes ?? [], as: UTF8.self)
     }
 
     /// Signs a request in header form, as an S3 client does (Tollgate's own CLI uses it to talk to
@@ -590,37 +534,19 @@ public enum S3SigV4 {
     /// `Authorization` value.
     public static func authorization(method: String, rawPath: String, rawQuery: String, headers: SignatureHeaders,
                                      payloadHash: String, accessKeyId: String, secret: String, region: String,
-                                     timestamp: String, service: String = service) throws(S3AuthError) -> String {
+                                     timestamp: String, service: String = flavor.service) throws(S3AuthError) -> String {
         let signed = headers.names.sorted()
-        let scope = "\(timestamp.prefix(8))/\(region)/\(service)/\(terminator)"
+        let scope = "\(timestamp.prefix(8))/\(region)/\(service)/\(flavor.terminator)"
         let canonical = canonicalRequest(method: method, rawPath: rawPath, rawQuery: rawQuery, excludingSignature: false,
                                          headers: headers, signedHeaders: signed, payloadHash: payloadHash)
-        let key = try deriveSigningKey(secret: secret, date: String(timestamp.prefix(8)), region: region, service: service)
         let signature: [UInt8]
         do {
-            signature = try Crypto.hmacSHA256(key: key, data: stringToSign(timestamp: timestamp, scope: scope, canonicalRequest: canonical))
+            let key = try flavor.deriveSigningKey(secret: secret, date: String(timestamp.prefix(8)), region: region, service: service)
+            signature = try Crypto.hmacSHA256(key: key, data: flavor.stringToSign(timestamp: timestamp, scope: scope, canonicalRequest: canonical))
         } catch {
             throw .internalError
         }
-        return "\(algorithm) Credential=\(accessKeyId)/\(scope), SignedHeaders=\(signed.joined(separator: ";")), Signature=\(Hex.encode(signature))"
-    }
-
-    /// kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), service), "aws4_request").
-    static func signingKey(secret: String, date: String, region: String, service: String = service) throws(S3AuthError) -> DerivedSigningKey {
-        try SigningKeyCache.shared.key(for: .init(secret: secret, date: date, region: region, service: service)) { () throws(S3AuthError) in
-            do { return try DerivedSigningKey(deriveSigningKey(secret: secret, date: date, region: region, service: service)) } catch { throw .internalError }
-        }
-    }
-
-    static func deriveSigningKey(secret: String, date: String, region: String, service: String = service) throws(S3AuthError) -> [UInt8] {
-        do {
-            let kDate = try Crypto.hmacSHA256(key: Array(("AWS4" + secret).utf8), date)
-            let kRegion = try Crypto.hmacSHA256(key: kDate, region)
-            let kService = try Crypto.hmacSHA256(key: kRegion, service)
-            return try Crypto.hmacSHA256(key: kService, terminator)
-        } catch {
-            throw .internalError
-        }
+        return "\(flavor.algorithm) Credential=\(accessKeyId)/\(scope), SignedHeaders=\(signed.joined(separator: ";")), Signature=\(Hex.encode(signature))"
     }
 }
 

@@ -13,15 +13,17 @@ struct DerivedSigningKey: Sendable {
     }
 }
 
-/// Derived signing keys, by secret, date, region and service. Deriving one takes four HMACs, and a client
-/// signs all of a day's requests with the same key, so the gateway derives it once. Memoisation
-/// only: the result is the same with or without the cache. Bounded: emptied when full.
+/// Derived signing keys of every SigV4-family flavor, by key prefix, secret, date, region and
+/// service. Deriving one takes four HMACs, and a client signs all of a day's requests with the
+/// same key, so the gateway derives it once. Memoisation only: the result is the same with or
+/// without the cache. Bounded: emptied when full.
 final class SigningKeyCache: Sendable {
     static let shared = SigningKeyCache()
     static let capacity = 4096
 
-    /// What a SigV4 signing key is derived from (the terminator is fixed).
+    /// What a signing key is derived from (the flavor's key prefix fixes its terminator).
     struct Key: Hashable, Sendable {
+        let keyPrefix: String
         let secret: String
         let date: String
         let region: String

@@ -1,33 +1,85 @@
 import Foundation
 import TollgateSignature
 
-// Signature verification on its own: parse and verify one presigned S3 GET, as the gateway does
-// for every request, many times over. Release build, one core:
-//   swift build -c release --product SigBench && .build/release/SigBench [TARGET] [ITERATIONS]
-// For instruction counts that do not drift with the machine's load:
-//   valgrind --tool=callgrind .build/release/SigBench "" 20000
+// Signature verification and body checksums on their own, as the gateway runs them for every
+// request and every body byte. Release build, one core:
+//   swift build -c release --product SigBench && .build/release/SigBench [s3|oss|crc] [ITERATIONS]
+// With no mode it runs all three and prints the OSS V4 / S3 SigV4 ratio. For instruction counts
+// that do not drift with the machine's load:
+//   valgrind --tool=callgrind .build/release/SigBench s3 20000
 let arguments = CommandLine.arguments
-let target = arguments.count > 1 && !arguments[1].isEmpty ? arguments[1] : "/bench/get-4k/obj-00000?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=TGBENCHROOT%2F20261122%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20261122T073418Z&X-Amz-Expires=21600&X-Amz-SignedHeaders=host&X-Amz-Signature=94c7694b0de628eb9f49888c1a4848796131e10bea9a43bb7fe43a31ff462b40"
+let mode = arguments.count > 1 ? arguments[1] : "all"
 let iterations = arguments.count > 2 ? Int(arguments[2]) ?? 200_000 : 200_000
 let secret = "bench-root-secret-0123456789abcdefghijklmn"
-let now = Date(timeIntervalSince1970: 1_795_340_000) // within the default URL's validity
-var verified = 0
-let start = DispatchTime.now().uptimeNanoseconds
-for _ in 0..<iterations {
+let now = Date(timeIntervalSince1970: 1_795_340_000) // within both URLs' validity
+
+// A presigned GET of the same object from each client: boto3 (S3 SigV4) and oss2 (OSS V4).
+let s3Target = "/bench/get-4k/obj-00000?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=TGBENCHROOT%2F20261122%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20261122T073418Z&X-Amz-Expires=21600&X-Amz-SignedHeaders=host&X-Amz-Signature=94c7694b0de628eb9f49888c1a4848796131e10bea9a43bb7fe43a31ff462b40"
+let ossTarget = "/bench/get-4k%2Fobj-00000?x-oss-date=20261122T073418Z&x-oss-expires=21600&x-oss-signature-version=OSS4-HMAC-SHA256&x-oss-credential=TGBENCHROOT%2F20261122%2Fus-east-1%2Foss%2Faliyun_v4_request&x-oss-signature=68dde99d3f99e5b92c3a6532d96ee88b9a4981885216ecbb6e46011a041cbf39"
+
+func request(_ target: String) -> SignatureRequest {
     let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) ?? target.endIndex
     var headers = SignatureHeaders()
     headers.add(name: "host", value: "127.0.0.1:19000")
     headers.add(name: "user-agent", value: "wrk")
-    let request = SignatureRequest(
+    return SignatureRequest(
         method: "GET", rawPath: String(target[..<mark]),
         rawQuery: mark == target.endIndex ? "" : String(target[target.utf8.index(after: mark)...]), headers: headers, now: now)
-    do {
-        let result = try S3SigV4.verify(request) { (_) throws(CredentialLookupError) in secret }
-        if result.identity.accessKeyId == "TGBENCHROOT" { verified += 1 }
-    } catch {
-        print("verification failed: \(error)")
-        exit(1)
+}
+
+/// Nanoseconds per parse + verify of one presigned GET.
+func verifyBench(_ name: String, _ verify: (SignatureRequest) throws -> String) -> UInt64 {
+    let target = name == "S3 SigV4" ? s3Target : ossTarget
+    var verified = 0
+    let start = DispatchTime.now().uptimeNanoseconds
+    for _ in 0..<iterations {
+        do {
+            if try verify(request(target)) == "TGBENCHROOT" { verified += 1 }
+        } catch {
+            print("\(name) verification failed: \(error)")
+            exit(1)
+        }
+    }
+    let perRequest = (DispatchTime.now().uptimeNanoseconds - start) / UInt64(iterations)
+    print("\(name) presigned GET: \(verified) of \(iterations) verified, \(perRequest) ns per parse + verify")
+    return perRequest
+}
+
+func s3() -> UInt64 {
+    verifyBench("S3 SigV4") { request in
+        try S3SigV4.verify(request) { (_) throws(CredentialLookupError) in secret }.identity.accessKeyId
     }
 }
-let elapsed = DispatchTime.now().uptimeNanoseconds - start
-print("\(verified) of \(iterations) verified: \(elapsed / UInt64(iterations)) ns per parse + verify")
+
+func oss() -> UInt64 {
+    verifyBench("OSS V4") { request in
+        try OSSSignature.verify(request, bucket: "bench", key: "get-4k/obj-00000") { (_) throws(CredentialLookupError) in secret }.accessKeyId
+    }
+}
+
+/// MB/s of each CRC over 64 MiB, fed in 64 KiB buffers as bodies arrive.
+func crc() {
+    let buffer = (0..<65536).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    let total = 64 << 20
+    for algorithm in [ChecksumAlgorithm.crc32, .crc32c, .crc64nvme] {
+        let checksum = try! StreamingChecksum(algorithm)
+        let start = DispatchTime.now().uptimeNanoseconds
+        buffer.withUnsafeBytes { bytes in
+            for _ in 0..<(total / bytes.count) { try! checksum.update(bytes) }
+        }
+        let digest = try! checksum.finalize()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        print("\(algorithm.displayName): \(Int(Double(total) / 1e6 / seconds)) MB/s (\(digest.map { String($0, radix: 16) }.joined()))")
+    }
+}
+
+switch mode {
+case "s3": _ = s3()
+case "oss": _ = oss()
+case "crc": crc()
+default:
+    let s3Time = s3()
+    let ossTime = oss()
+    print("OSS V4 / S3 SigV4: \(String(format: "%.2f", Double(ossTime) / Double(s3Time)))")
+    crc()
+}

@@ -1,0 +1,128 @@
+import TollgateCrypto
+
+/// The SigV4 family: AWS Signature Version 4 (S3, and Tollgate's own `sts` and `tollgate`
+/// endpoints) and OSS V4. Every member signs
+///
+///     <algorithm>\n<timestamp>\n<date>/<region>/<service>/<terminator>\n<hex SHA-256 of the canonical request>
+///
+/// with kSigning = HMAC(HMAC(HMAC(HMAC(<key prefix> + secret, date), region), service), terminator),
+/// and names its credential `<access key id>/<date>/<region>/<service>/<terminator>`. A flavor
+/// holds what tells the members apart; the canonical requests (S3 signs the path, OSS the bucket
+/// and key) stay with `S3SigV4` and `OSSSignature`.
+public struct SigV4Flavor: Sendable {
+    /// `AWS4-HMAC-SHA256`, `OSS4-HMAC-SHA256`: the Authorization scheme and the first line signed.
+    public let algorithm: String
+    /// Prepended to the secret for the first HMAC: `AWS4`, `aliyun_v4`.
+    let keyPrefix: String
+    /// The service a gateway request's scope names: `s3`, `oss`.
+    public let service: String
+    /// The scope's last part: `aws4_request`, `aliyun_v4_request`.
+    let terminator: String
+    /// The prefix of the headers that belong to the protocol: `x-amz-`, `x-oss-`.
+    let headerPrefix: String
+    /// `x-amz-date`, `x-oss-date`.
+    let dateHeader: String
+    /// `x-amz-content-sha256`, `x-oss-content-sha256`.
+    let contentSHA256Header: String
+
+    init(algorithm: String, keyPrefix: String, service: String, terminator: String, headerPrefix: String) {
+        self.algorithm = algorithm
+        self.keyPrefix = keyPrefix
+        self.service = service
+        self.terminator = terminator
+        self.headerPrefix = headerPrefix
+        dateHeader = headerPrefix + "date"
+        contentSHA256Header = headerPrefix + "content-sha256"
+    }
+
+    public static let aws = SigV4Flavor(algorithm: "AWS4-HMAC-SHA256", keyPrefix: "AWS4", service: "s3",
+                                        terminator: "aws4_request", headerPrefix: "x-amz-")
+    public static let oss = SigV4Flavor(algorithm: "OSS4-HMAC-SHA256", keyPrefix: "aliyun_v4", service: "oss",
+                                        terminator: "aliyun_v4_request", headerPrefix: "x-oss-")
+}
+
+/// A parsed credential: `<access key id>/<scope>`.
+struct SigV4Credential: Equatable {
+    var accessKeyId: String
+    var date: String
+    var region: String
+    var service: String
+    /// `<date>/<region>/<service>/<terminator>`.
+    var scope: String
+}
+
+extension SigV4Flavor {
+    /// `<access key id>/<date>/<region>/<service>/<terminator>`; the key id may hold slashes, so
+    /// the four fixed parts are taken from the end. nil when the terminator is not this
+    /// flavor's, the key id is empty or the date is not eight digits; the caller checks the service.
+    func parseCredential(_ value: String) -> SigV4Credential? {
+        let utf8 = value.utf8
+        var slashes: [String.Index] = []
+        var index = utf8.endIndex
+        while slashes.count < 4, let slash = utf8[..<index].lastIndex(of: UInt8(ascii: "/")) {
+            slashes.append(slash)
+            index = slash
+        }
+        guard slashes.count == 4 else { return nil }
+        func part(_ n: Int) -> Substring { value[utf8.index(after: slashes[n])..<(n == 0 ? utf8.endIndex : slashes[n - 1])] }
+        let accessKeyId = value[..<slashes[3]]
+        let date = part(3)
+        guard part(0) == terminator, !accessKeyId.isEmpty, date.utf8.count == 8,
+              date.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else { return nil }
+        return SigV4Credential(accessKeyId: String(accessKeyId), date: String(date), region: String(part(2)),
+                               service: String(part(1)), scope: String(value[utf8.index(after: slashes[3])...]))
+    }
+
+    /// The `Name=value` fields of an Authorization header after `<algorithm> `, separated by
+    /// commas, blanks around each field ignored (`Credential=…, SignedHeaders=…, Signature=…`).
+    /// nil when a field has no `=`, or a name comes twice: no client sends one twice, and
+    /// which of two a server took would be a guess.
+    static func parseAuthorizationFields(_ rest: Substring) -> [String: String]? {
+        var fields: [String: String] = [:]
+        for part in rest.split(separator: ",") {
+            let item = part.trimmingASCIIWhitespace()
+            guard let eq = item.firstIndex(of: "=") else { return nil }
+            let key = String(item[..<eq])
+            guard fields[key] == nil else { return nil }
+            fields[key] = String(item[item.index(after: eq)...])
+        }
+        return fields
+    }
+
+    /// `<algorithm>\n<timestamp>\n<scope>\n<hex SHA-256 of canonicalRequest>`.
+    func stringToSign(timestamp: String, scope: String, canonicalRequest: [UInt8]) throws(CryptoError) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(algorithm.utf8.count + timestamp.utf8.count + scope.utf8.count + 67)
+        out += algorithm.utf8
+        out.append(UInt8(ascii: "\n"))
+        out += timestamp.utf8
+        out.append(UInt8(ascii: "\n"))
+        out += scope.utf8
+        out.append(UInt8(ascii: "\n"))
+        Hex.append(try Crypto.sha256(canonicalRequest), to: &out)
+        return out
+    }
+
+    /// The signing key, derived once per secret, date, region and service (`SigningKeyCache`).
+    func signingKey(secret: String, date: String, region: String, service: String) throws(CryptoError) -> DerivedSigningKey {
+        try SigningKeyCache.shared.key(for: .init(keyPrefix: keyPrefix, secret: secret, date: date, region: region, service: service)) { () throws(CryptoError) in
+            try DerivedSigningKey(deriveSigningKey(secret: secret, date: date, region: region, service: service))
+        }
+    }
+
+    /// kSigning = HMAC(HMAC(HMAC(HMAC(<key prefix> + secret, date), region), service), terminator).
+    func deriveSigningKey(secret: String, date: String, region: String, service: String) throws(CryptoError) -> [UInt8] {
+        let kDate = try Crypto.hmacSHA256(key: Array((keyPrefix + secret).utf8), date)
+        let kRegion = try Crypto.hmacSHA256(key: kDate, region)
+        let kService = try Crypto.hmacSHA256(key: kRegion, service)
+        return try Crypto.hmacSHA256(key: kService, terminator)
+    }
+
+    /// Whether `provided` (hex, either case) is the HMAC of `stringToSign`, compared in constant time.
+    static func signatureMatches(key: DerivedSigningKey, stringToSign: [UInt8], provided: String) throws(CryptoError) -> Bool {
+        let expected = try key.mac.authenticate(stringToSign)
+        guard let providedBytes = Hex.decode(provided) else { return false }
+        return Crypto.constantTimeEqual(expected, providedBytes)
+    }
+}
