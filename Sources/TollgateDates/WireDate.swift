@@ -306,16 +306,15 @@ public enum WireDate {
             out.append(UInt8(ascii: "-"))
             value = -value
         }
-        var scratch: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &scratch) { buffer in
-            var count = 0
-            repeat {
-                buffer[buffer.count - 1 - count] = UInt8(ascii: "0") + UInt8(value % 10)
-                value /= 10
-                count += 1
-            } while value > 0 || count < width
-            out.append(contentsOf: buffer[(buffer.count - count)...])
+        var divisor = 1
+        var digits = 1
+        while digits < width || value / divisor >= 10 {
+            divisor *= 10
+            digits += 1
+        }
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+            divisor /= 10
         }
     }
 }
