@@ -49,6 +49,8 @@ public protocol ObjectStore: Sendable {
     func listObjects(bucket: String, query: ListQuery) async throws -> ListResult
 
     // MARK: Multipart
+    /// Throws `tooManyUploads` when the bucket already holds the store's limit of uploads.
+    func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata) async throws -> MultipartUpload
     func uploadPart<Body: AsyncSequence>(
         bucket: String, key: String, uploadID: String, partNumber: Int, body: Body, options: WriteOptions
     ) async throws -> PartInfo where Body.Element == ByteBuffer
@@ -60,8 +62,6 @@ public protocol ObjectStore: Sendable {
     func listParts(bucket: String, key: String, uploadID: String, partNumberMarker: Int, maxParts: Int) async throws -> ListPartsResult
     func listMultipartUploads(bucket: String, query: ListUploadsQuery) async throws -> ListUploadsResult
     func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws
-    /// Throws `tooManyUploads` when the bucket already holds the store's limit of uploads.
-    func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata) async throws -> MultipartUpload
     /// `minimumPartSize` overrides the store's minimum for every part but the last (OSS allows
     /// 100 KiB parts where S3 requires 5 MiB).
     func completeMultipartUpload(
