@@ -44,13 +44,14 @@ let package = Package(
         .target(name: "TollgateIdentity", dependencies: [.product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload).
         .target(name: "TollgateXML", swiftSettings: swiftSettings),
-        // Object store: files + SQLite metadata.
+        // Object store: the protocol-free `ObjectStore` seam; files + SQLite metadata, and an in-memory twin.
         .target(
             name: "TollgateStore",
             dependencies: [
                 "TollgateCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,6 +1,6 @@
-import Dispatch
 import Foundation
 import NIOCore
+import NIOPosix
 import Synchronization
 import TollgateCrypto
 
@@ -13,12 +13,13 @@ import Darwin
 #endif
 
 /// Thin, checked wrappers over the POSIX calls the store needs. Every failure becomes
-/// `StoreError.internal` with the call and errno text (paths are ours, never client input),
-/// except a full disk or exhausted quota, which is `StoreError.storageFull`.
+/// `StoreError.io` with the call and errno text (paths are ours, never client input),
+/// except a full disk or exhausted quota, which is `StoreError.storageFull`. They block: call
+/// them only inside `BlockingIO.run`.
 enum Posix {
     static func failure(_ operation: String, _ code: Int32 = errno) -> StoreError {
         let text = "\(operation): \(String(cString: strerror(code)))"
-        return code == ENOSPC || code == EDQUOT ? .storageFull(text) : .internal(text)
+        return code == ENOSPC || code == EDQUOT ? .storageFull(text) : .io(text)
     }
 
     /// Files and directories are the server's alone: 0600 and 0700.
@@ -141,15 +142,31 @@ final class FileDescriptor: Sendable {
     deinit { close(fd) }
 }
 
-/// Runs blocking file work (fsync, whole-file copies, directory scans) off the Swift
-/// concurrency pool, whose few threads must not block on disk.
-enum BlockingIO {
-    private static let queue = DispatchQueue(label: "tollgate.store.blocking-io", attributes: .concurrent)
+/// The store's one blocking-I/O policy. Nothing that can block on the disk runs on the Swift
+/// concurrency pool (whose few threads every request shares) or on an event loop:
+/// - file system calls (open, read, write, fsync, rename, unlink of object files) run here, on
+///   a `NIOThreadPool` the store owns with a fixed number of threads, so at most that many
+///   calls wait on the disk at once and the rest queue;
+/// - SQLite runs through GRDB's async access (`MetadataIndex`), on GRDB's own bounded queues
+///   (one writer, a few readers).
+/// Each hop costs a thread switch, so work is batched per hop: a GET opens the file and reads
+/// its first chunk (a small object whole) in one job, later chunks are `readChunkSize` each, and
+/// an upload writes its body in batches and ends with one job that writes the last batch,
+/// fsyncs, renames and fsyncs the directory.
+final class BlockingIO: Sendable {
+    private let pool: NIOThreadPool
 
-    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try body() }) }
-        }
+    init(threads: Int) {
+        pool = NIOThreadPool(numberOfThreads: Swift.max(1, threads))
+        pool.start()
+    }
+
+    deinit { pool.shutdownGracefully { _ in } }
+
+    /// Runs `body` on one of the pool's threads. A task cancelled before its job starts gets
+    /// `CancellationError` and the job never runs, so jobs must not be the only owner of a cleanup.
+    func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await pool.runIfActive(body)
     }
 }
 
@@ -163,7 +180,7 @@ struct StorageLayout: Sendable {
 
     /// 128 random bits, hex.
     static func newID() throws(StoreError) -> String {
-        do { return Hex.encode(try Crypto.randomBytes(count: 16)) } catch { throw .internal("random: \(error)") }
+        do { return Hex.encode(try Crypto.randomBytes(count: 16)) } catch { throw .io("random: \(error)") }
     }
 
     static func isValidID(_ id: String) -> Bool {
@@ -175,7 +192,7 @@ struct StorageLayout: Sendable {
     /// `objects/ab/cd/<id>`. Refuses anything that is not one of our ids (defence in depth
     /// against a tampered database).
     func objectDirectory(_ id: String) throws(StoreError) -> String {
-        guard Self.isValidID(id) else { throw .internal("invalid storage id in metadata") }
+        guard Self.isValidID(id) else { throw .corrupted("invalid storage id in metadata") }
         let u = Array(id.utf8)
         return objectsDirectory + "/" + String(decoding: u[0..<2], as: UTF8.self) + "/" + String(decoding: u[2..<4], as: UTF8.self)
     }
@@ -185,72 +202,49 @@ struct StorageLayout: Sendable {
     }
 }
 
-/// An object's bytes as a stream of `ByteBuffer`s, read from an already open file in chunks.
-/// Each iteration reads the range afresh with `pread`, so the sequence can be iterated more
-/// than once; the file stays open as long as the sequence or an iterator exists.
-public struct ObjectBody: AsyncSequence, Sendable {
-    public typealias Element = ByteBuffer
+/// The bytes of a range of an open file, read in chunks of `chunkSize` on `BlockingIO` as they
+/// are consumed, after a first chunk read when the file was opened. Each iteration reads the
+/// range afresh with `pread`, so the sequence can be iterated more than once; the file stays
+/// open as long as the sequence or an iterator exists.
+struct FileChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
 
-    let file: FileDescriptor?
-    let buffers: [ByteBuffer]
+    let file: FileDescriptor
+    /// The bytes at `range.lowerBound`, already read.
+    let first: ByteBuffer
     let range: Range<Int64>
     let chunkSize: Int
+    let io: BlockingIO
 
-    /// A body read from `file` in chunks of `chunkSize` as it is consumed. A range that fits in
-    /// one chunk is read at once, so that small objects are answered with a single write and
-    /// their descriptor is closed before the response starts.
-    init(file: FileDescriptor, range: Range<Int64>, chunkSize: Int) throws(StoreError) {
-        if range.count <= Int64(chunkSize) {
-            self.init(buffers: range.isEmpty ? [] : [try Self.readChunk(file, at: range.lowerBound, count: Int(range.count))])
-        } else {
-            self.init(file: file, buffers: [], range: range, chunkSize: chunkSize)
-        }
-    }
-
-    /// An in-memory body.
-    public init(buffers: [ByteBuffer]) {
-        self.init(file: nil, buffers: buffers, range: 0..<Int64(buffers.reduce(0) { $0 + $1.readableBytes }), chunkSize: 0)
-    }
-
-    private init(file: FileDescriptor?, buffers: [ByteBuffer], range: Range<Int64>, chunkSize: Int) {
-        self.file = file
-        self.buffers = buffers
-        self.range = range
-        self.chunkSize = chunkSize
-    }
-
-    public var count: Int64 { range.upperBound - range.lowerBound }
-
-    /// The whole body, when it is already in memory as a single buffer.
-    public var singleBuffer: ByteBuffer? { file == nil && buffers.count == 1 ? buffers[0] : nil }
-
-    static func readChunk(_ file: FileDescriptor, at offset: Int64, count: Int) throws(StoreError) -> ByteBuffer {
+    /// Reads `count` bytes at `offset`; a file shorter than that is damaged (the committed size
+    /// is the truth). Blocking.
+    static func read(_ file: FileDescriptor, at offset: Int64, count: Int) throws(StoreError) -> ByteBuffer {
         var buffer = ByteBufferAllocator().buffer(capacity: count)
         let got = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { (pointer) throws(StoreError) -> Int in
             try Posix.preadFully(file.fd, UnsafeMutableRawBufferPointer(rebasing: pointer[0..<count]), at: offset)
         }
-        // The committed size is the truth; a shorter file means the storage was damaged.
-        guard got == count else { throw StoreError.internal("object file shorter than its committed size") }
+        guard got == count else { throw StoreError.corrupted("object file shorter than its committed size") }
         return buffer
     }
 
-    public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(file: file, buffers: buffers[...], offset: range.lowerBound, end: range.upperBound, chunkSize: chunkSize)
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(chunks: self, offset: range.lowerBound)
     }
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        let file: FileDescriptor?
-        var buffers: ArraySlice<ByteBuffer>
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let chunks: FileChunks
         var offset: Int64
-        let end: Int64
-        let chunkSize: Int
 
-        public mutating func next() async throws -> ByteBuffer? {
-            guard let file else { return buffers.popFirst() }
-            guard offset < end else { return nil }
+        mutating func next() async throws -> ByteBuffer? {
+            guard offset < chunks.range.upperBound else { return nil }
+            if offset == chunks.range.lowerBound {
+                offset += Int64(chunks.first.readableBytes)
+                return chunks.first
+            }
             try Task.checkCancellation()
-            let count = Int(Swift.min(Int64(chunkSize), end - offset))
-            let buffer = try ObjectBody.readChunk(file, at: offset, count: count)
+            let count = Int(Swift.min(Int64(chunks.chunkSize), chunks.range.upperBound - offset))
+            let (file, at) = (chunks.file, offset)
+            let buffer = try await chunks.io.run { try FileChunks.read(file, at: at, count: count) }
             offset += Int64(count)
             return buffer
         }

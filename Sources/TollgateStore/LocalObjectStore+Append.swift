@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import NIOCore
 import TollgateCrypto
 
@@ -33,7 +32,7 @@ extension LocalObjectStore {
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
         try StoreNames.validateBucket(bucket)
         try StoreNames.validateKey(key)
-        guard position >= 0 else { throw StoreError.invalidArgument("Position must not be negative") }
+        guard position >= 0 else { throw StoreError.negativePosition }
         _ = try await headBucket(bucket)
         let lockKey = bucket + "/" + key
         await appendLocks.acquire(lockKey)
@@ -50,82 +49,60 @@ extension LocalObjectStore {
     private func appendLocked<Body: AsyncSequence>(
         bucket: String, key: String, position: Int64, body: Body, metadata: ObjectMetadata, options: WriteOptions
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
-        let current = try await read { db in try Self.fetchObject(db, bucket, key) }
-        guard let current else {
+        guard let current = try await index.currentObject(bucket: bucket, key: key) else {
             guard position == 0 else { throw StoreError.positionNotEqualToLength(next: 0) }
-            let file = try await stage(body, computeSHA256: options.computeSHA256, verify: options.verify)
+            let file = try await stage(body)
             return try await commitObject(
-                bucket: bucket, key: key, file: file, etag: Self.quotedETag(file.md5), metadata: metadata,
+                bucket: bucket, key: key, file: file, etag: ETag.quoted(md5: file.md5), metadata: metadata,
                 appendable: true, preconditions: options.preconditions,
-                extra: { _, existing in
+                check: { existing in
                     // A PUT may have created the key since we looked.
-                    if let existing { throw Self.appendRefusal(existing, position: position) ?? StoreError.positionNotEqualToLength(next: existing.size) }
-                    return []
+                    if let existing { throw existing.appendRefusal(position: position) ?? StoreError.positionNotEqualToLength(next: existing.size) }
                 }
             )
         }
-        if let refusal = Self.appendRefusal(current, position: position) { throw refusal }
-        try Self.check(options.preconditions, current: current)
+        if let refusal = current.info.appendRefusal(position: position) { throw refusal }
+        try options.preconditions.check(against: current.info)
 
-        let path = try layout.objectPath(current.storageID)
-        let fd = Foundation.open(path, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            // Replaced or deleted since we read the row.
-            if errno == ENOENT { throw StoreError.positionNotEqualToLength(next: 0) }
-            throw Posix.failure("open")
-        }
-        let file = FileDescriptor(fd)
-        let appended: BodyDigest
+        let writer = try FileWriter(path: try layout.objectPath(current.fileID), mode: .append(at: position), fault: configuration.writeFault)
+        let appended: (size: Int64, md5: [UInt8])
         do {
-            try Posix.ftruncate(file.fd, position)
-            let md5 = try StreamingDigest(.md5)
-            let sha = options.computeSHA256 ? try StreamingDigest(.sha256) : nil
-            var offset = position
+            var batch: [ByteBuffer] = []
+            var batched = 0
             for try await buffer in body {
-                let at = offset
-                try buffer.withUnsafeReadableBytes { bytes in
-                    try md5.update(bytes)
-                    try sha?.update(bytes)
-                    try checkWriteFault()
-                    try Posix.pwriteAll(file.fd, bytes, at: at)
+                batch.append(buffer)
+                batched += buffer.readableBytes
+                if batched >= Self.writeBatchSize {
+                    let full = batch
+                    batch.removeAll(keepingCapacity: true)
+                    batched = 0
+                    try await io.run { try writer.write(full) }
                 }
-                offset += Int64(buffer.readableBytes)
             }
-            appended = BodyDigest(size: offset - position, md5: try md5.finalize(), sha256: try sha?.finalize())
-            if let verify = options.verify { try await verify(appended) }
-            try await BlockingIO.run { try Posix.fsync(file.fd) }
+            let last = batch
+            appended = try await io.run {
+                try writer.write(last)
+                return try writer.finish()
+            }
             storageState.noteWritten()
         } catch {
-            // Drop the uncommitted tail now rather than at the next append.
-            try? Posix.ftruncate(file.fd, position)
+            writer.abandon()
             storageState.note(error)
             throw error
         }
 
-        let chained = try Crypto.md5(Array(ETag.normalize(current.etag).utf8) + appended.md5)
+        let chained = try Crypto.md5(Array(ETag.normalize(current.info.etag).utf8) + appended.md5)
         let info = ObjectInfo(
-            bucket: bucket, key: key, size: position + appended.size, etag: Self.quotedETag(chained),
-            lastModified: now(), metadata: current.metadata, storageID: current.storageID, isAppendable: true
+            bucket: bucket, key: key, size: position + appended.size, etag: ETag.quoted(md5: chained),
+            lastModified: now(), metadata: current.info.metadata, isAppendable: true
         )
-        let preconditions = options.preconditions
-        try await write { db in
-            guard let row = try Self.fetchObject(db, bucket, key) else { throw StoreError.positionNotEqualToLength(next: 0) }
-            guard row.storageID == current.storageID, row.size == position else {
-                throw Self.appendRefusal(row, position: position) ?? StoreError.positionNotEqualToLength(next: row.size)
+        try await index.commitAppend(
+            StoredObject(info: info, fileID: current.fileID), previousSize: position, preconditions: options.preconditions,
+            refusal: { row in
+                guard let row else { return .positionNotEqualToLength(next: 0) }
+                return row.appendRefusal(position: position) ?? .positionNotEqualToLength(next: row.size)
             }
-            try Self.check(preconditions, current: row)
-            try db.execute(
-                sql: "UPDATE object SET size = ?, etag = ?, last_modified_ms = ? WHERE bucket = ? AND key = ?",
-                arguments: [info.size, info.etag, Millis.from(info.lastModified), bucket, key.keyBlob]
-            )
-        }
+        )
         return info
-    }
-
-    /// Why an append at `position` to `object` is refused, or nil when it may proceed.
-    static func appendRefusal(_ object: ObjectInfo, position: Int64) -> StoreError? {
-        if !object.isAppendable { return .objectNotAppendable }
-        if object.size != position { return .positionNotEqualToLength(next: object.size) }
-        return nil
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import NIOCore
 import Synchronization
 import TollgateCrypto
@@ -13,15 +12,16 @@ import Darwin
 #endif
 
 /// The embedded object store: object bytes in files named by random ids under
-/// `<directory>/objects/ab/cd/<id>`, metadata in SQLite (WAL) at `<directory>/meta.sqlite`.
+/// `<directory>/objects/ab/cd/<id>` (`StorageLayout`), metadata in a `MetadataIndex` (SQLite,
+/// WAL, at `<directory>/meta.sqlite`). This type orchestrates the two; all blocking work runs
+/// on `BlockingIO` (files) or GRDB's async access (the index), never on the caller's thread.
 ///
 /// Write protocol (put, copy, complete, and an append that creates its object):
 /// 1. stream the body into `tmp/<id>`, hashing as it goes;
-/// 2. run the caller's verification hook;
-/// 3. fsync the file, rename it to `objects/…/<id>`, fsync that directory;
-/// 4. commit the metadata row in one transaction, checking preconditions against the row as it
-///    is at that moment; 5. after the commit, delete the file of the version it replaced.
-/// A crash before 4 leaves the old row and an unreferenced file; a crash after 4 leaves the new
+/// 2. fsync the file, rename it to `objects/…/<id>`, fsync that directory;
+/// 3. commit the metadata row in one transaction, checking preconditions against the row as it
+///    is at that moment; 4. after the commit, delete the file of the version it replaced.
+/// A crash before 3 leaves the old row and an unreferenced file; a crash after 3 leaves the new
 /// row and perhaps the old, now unreferenced, file. Start-up removes everything in `tmp/` and
 /// every object file no row references, so a reader only ever sees a whole old or whole new object.
 ///
@@ -33,13 +33,15 @@ public final class LocalObjectStore: ObjectStore {
         public var directory: String
         /// S3 requires every part but the last to be at least 5 MiB.
         public var minimumPartSize: Int64
-        /// Size of the buffers `getObject` streams.
+        /// Size of the buffers `getObject` streams; a range up to this size is read in one go.
         public var readChunkSize: Int
         /// Object rows kept in memory for GET and HEAD (0: none).
         public var cachedObjects: Int
         /// In-progress multipart uploads a bucket may hold (`tooManyUploads` beyond), at first;
         /// `setMaxUploadsPerBucket` changes it while the store is open.
         public var maxUploadsPerBucket: Int
+        /// Threads of the store's blocking-I/O pool: file system calls waiting at once, at most.
+        public var ioThreads: Int
         public var now: @Sendable () -> Date
         /// Told when writes start failing for lack of space (`true`, with the failure) and when
         /// object data is written again (`false`): once per change, never once per request.
@@ -50,7 +52,8 @@ public final class LocalObjectStore: ObjectStore {
 
         public init(
             directory: String, minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024,
-            cachedObjects: Int = 8192, maxUploadsPerBucket: Int = 1000, now: @escaping @Sendable () -> Date = { Date() },
+            cachedObjects: Int = 8192, maxUploadsPerBucket: Int = 1000, ioThreads: Int = 8,
+            now: @escaping @Sendable () -> Date = { Date() },
             storageFullChanged: (@Sendable (_ full: Bool, _ detail: String) -> Void)? = nil,
             writeFault: (@Sendable () -> Int32?)? = nil
         ) {
@@ -59,6 +62,7 @@ public final class LocalObjectStore: ObjectStore {
             self.readChunkSize = readChunkSize
             self.cachedObjects = cachedObjects
             self.maxUploadsPerBucket = maxUploadsPerBucket
+            self.ioThreads = ioThreads
             self.now = now
             self.storageFullChanged = storageFullChanged
             self.writeFault = writeFault
@@ -73,9 +77,13 @@ public final class LocalObjectStore: ObjectStore {
         public let missingFiles: Int
     }
 
+    /// Uploads are written to disk in batches of about this many bytes, one `BlockingIO` job each.
+    static let writeBatchSize = 256 * 1024
+
     let configuration: Configuration
     let layout: StorageLayout
-    let pool: DatabasePool
+    let index: MetadataIndex
+    let io: BlockingIO
     let appendLocks = KeyedLock()
     let objectCache: ObjectInfoCache
     let storageState: StorageFullState
@@ -88,6 +96,7 @@ public final class LocalObjectStore: ObjectStore {
         objectCache = ObjectInfoCache(capacity: configuration.cachedObjects)
         storageState = StorageFullState(changed: configuration.storageFullChanged)
         uploadLimit = Atomic(configuration.maxUploadsPerBucket)
+        io = BlockingIO(threads: configuration.ioThreads)
         let root = URL(fileURLWithPath: configuration.directory).standardizedFileURL.path
         layout = StorageLayout(root: root)
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -96,15 +105,8 @@ public final class LocalObjectStore: ObjectStore {
         try Posix.makeDirectory(layout.tmpDirectory)
         try Posix.makeDirectory(layout.objectsDirectory)
         try Posix.fsyncDirectory(root)
-
-        var config = GRDB.Configuration()
-        config.prepareDatabase { db in
-            // FULL: a commit is durable before we delete the file of the version it replaced.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
-        pool = try DatabasePool(path: layout.databasePath, configuration: config)
-        try Schema.migrator().migrate(pool)
-        recovery = try Self.recover(layout: layout, pool: pool)
+        index = try MetadataIndex(path: layout.databasePath, cache: objectCache, storageState: storageState)
+        recovery = try Self.recover(layout: layout, referenced: index.referencedFileIDs())
     }
 
     public convenience init(directory: String) throws {
@@ -122,20 +124,18 @@ public final class LocalObjectStore: ObjectStore {
 
     /// Closes the database. The store must not be used afterwards.
     public func close() throws {
-        try pool.close()
+        try index.close()
     }
 
     // MARK: Recovery
 
-    static func recover(layout: StorageLayout, pool: DatabasePool) throws -> RecoveryReport {
+    /// Empties `tmp/` and removes every object file no row references. Blocking, before serving.
+    static func recover(layout: StorageLayout, referenced: Set<String>) -> RecoveryReport {
         let fm = FileManager.default
         var removedTmp = 0
         for name in (try? fm.contentsOfDirectory(atPath: layout.tmpDirectory)) ?? [] {
             Posix.unlinkIfPresent(layout.tmpDirectory + "/" + name)
             removedTmp += 1
-        }
-        let referenced: Set<String> = try pool.read { db in
-            Set(try String.fetchAll(db, sql: "SELECT file_id FROM object UNION ALL SELECT file_id FROM part"))
         }
         var seen = Set<String>()
         var removedOrphans = 0
@@ -159,90 +159,11 @@ public final class LocalObjectStore: ObjectStore {
         )
     }
 
-    // MARK: Database helpers
-
-    /// Runs a write transaction; database failures become `StoreError.internal` (or
-    /// `storageFull`). Every write ends by emptying the object cache, before the caller deletes
-    /// any replaced file.
-    func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        defer { objectCache.invalidate() }
-        do { return try await pool.write(updates) } catch let error as StoreError { throw error } catch let error as DatabaseError {
-            let detail = "database: \(error.message ?? error.description)"
-            guard error.resultCode == .SQLITE_FULL else { throw StoreError.internal(detail) }
-            storageState.note(StoreError.storageFull(detail))
-            throw StoreError.storageFull(detail)
-        }
-    }
-
-    /// Runs a read on the calling thread. Reads are short (an indexed lookup or one page of a
-    /// listing), so blocking for them costs less than the two thread hops of GRDB's async read,
-    /// which dominated small GETs.
-    func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try readBlocking(value) } catch let error as StoreError { throw error } catch let error as DatabaseError {
-            throw StoreError.internal("database: \(error.message ?? error.description)")
-        }
-    }
-
-    private func readBlocking<T>(_ value: (Database) throws -> T) throws -> T {
-        try pool.read(value)
-    }
-
-    /// A lookup that is one SELECT, without GRDB's BEGIN/COMMIT around it (a single statement
-    /// runs against one snapshot anyway); the transaction doubled the cost of a HEAD.
-    func lookup<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) throws -> T {
-        do { return try pool.unsafeRead(value) } catch let error as StoreError { throw error } catch let error as DatabaseError {
-            throw StoreError.internal("database: \(error.message ?? error.description)")
-        }
-    }
-
-    static func requireBucket(_ db: Database, _ bucket: String) throws {
-        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [bucket]) == true else {
-            throw StoreError.noSuchBucket(bucket: bucket)
-        }
-    }
-
-    static let objectColumns = "bucket, key, size, etag, last_modified_ms, \(MetadataColumns.names), file_id, appendable"
-
-    static func fetchObject(_ db: Database, _ bucket: String, _ key: String) throws -> ObjectInfo? {
-        let statement = try db.cachedStatement(sql: "SELECT \(objectColumns) FROM object WHERE bucket = ? AND key = ?")
-        guard let row = try Row.fetchOne(statement, arguments: [bucket, key.keyBlob]) else { return nil }
-        return try decodeObject(row)
-    }
-
-    static func decodeObject(_ row: Row) throws -> ObjectInfo {
-        let keyData: Data = row["key"]
-        return ObjectInfo(
-            bucket: row["bucket"], key: String(decoding: keyData, as: UTF8.self), size: row["size"], etag: row["etag"],
-            lastModified: Millis.date(row["last_modified_ms"]), metadata: try MetadataColumns.decode(row),
-            storageID: row["file_id"], isAppendable: row["appendable"]
-        )
-    }
-
-    static func insertObject(_ db: Database, _ info: ObjectInfo) throws {
-        var arguments: [(any DatabaseValueConvertible)?] = [info.bucket, info.key.keyBlob, info.size, info.etag, Millis.from(info.lastModified)]
-        arguments += try MetadataColumns.arguments(info.metadata)
-        arguments += [info.storageID, info.isAppendable]
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO object (\(objectColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            arguments: StatementArguments(arguments)
-        )
-    }
-
-    /// If-Match / If-None-Match against the current row, inside the commit transaction.
-    static func check(_ preconditions: WritePreconditions, current: ObjectInfo?) throws {
-        if let ifMatch = preconditions.ifMatch {
-            guard let current, ETag.matches(ifMatch, current.etag) else { throw StoreError.preconditionFailed }
-        }
-        if let ifNoneMatch = preconditions.ifNoneMatch, let current, ETag.matches(ifNoneMatch, current.etag) {
-            throw StoreError.preconditionFailed
-        }
-    }
-
     func now() -> Date {
         Millis.date(Millis.from(configuration.now()))
     }
 
-    // MARK: Staging files
+    // MARK: Files
 
     /// A fully written, fsynced file that has been renamed into `objects/` but is not yet
     /// referenced by any row.
@@ -250,160 +171,140 @@ public final class LocalObjectStore: ObjectStore {
         let id: String
         let size: Int64
         let md5: [UInt8]
-        let sha256: [UInt8]?
     }
 
-    /// Streams `body` into a new temporary file, hashing it, then verifies, fsyncs and publishes
-    /// it. On any failure (the body throws, the hook throws, I/O fails) the file is removed.
-    func stage<Body: AsyncSequence>(
-        _ body: Body, computeSHA256: Bool, verify: (@Sendable (BodyDigest) async throws -> Void)?
-    ) async throws -> PublishedFile where Body.Element == ByteBuffer {
+    /// Streams `body` into a new temporary file in batches, hashing it, then fsyncs and
+    /// publishes it in the job that writes the last batch. On any failure (the body throws,
+    /// I/O fails) the file is removed.
+    func stage<Body: AsyncSequence>(_ body: Body) async throws -> PublishedFile where Body.Element == ByteBuffer {
         let id = try StorageLayout.newID()
-        let tmp = layout.tmpPath(id)
-        let fd = try Posix.open(tmp, O_WRONLY | O_CREAT | O_EXCL)
-        var open = true
+        let writer = try FileWriter(path: layout.tmpPath(id), mode: .create, fault: configuration.writeFault)
         do {
-            let md5 = try StreamingDigest(.md5)
-            let sha = computeSHA256 ? try StreamingDigest(.sha256) : nil
-            var size: Int64 = 0
+            var batch: [ByteBuffer] = []
+            var batched = 0
             for try await buffer in body {
-                try buffer.withUnsafeReadableBytes { bytes in
-                    try md5.update(bytes)
-                    try sha?.update(bytes)
-                    try checkWriteFault()
-                    try Posix.writeAll(fd, bytes)
+                batch.append(buffer)
+                batched += buffer.readableBytes
+                if batched >= Self.writeBatchSize {
+                    let full = batch
+                    batch.removeAll(keepingCapacity: true)
+                    batched = 0
+                    try await io.run { try writer.write(full) }
                 }
-                size += Int64(buffer.readableBytes)
             }
-            let digest = BodyDigest(size: size, md5: try md5.finalize(), sha256: try sha?.finalize())
-            if let verify { try await verify(digest) }
-            try await BlockingIO.run { try Posix.fsync(fd) }
-            Foundation.close(fd)
-            open = false
-            try await publish(id: id, from: tmp)
+            let (last, layout) = (batch, self.layout)
+            let (size, md5) = try await io.run {
+                try writer.write(last)
+                let written = try writer.finish()
+                try Self.publish(id: id, from: writer.path, layout: layout)
+                return written
+            }
             storageState.noteWritten()
-            return PublishedFile(id: id, size: size, md5: digest.md5, sha256: digest.sha256)
+            return PublishedFile(id: id, size: size, md5: md5)
         } catch {
-            if open { Foundation.close(fd) }
-            Posix.unlinkIfPresent(tmp)
+            writer.abandon()
             storageState.note(error)
             throw error
         }
     }
 
-    /// The test seam's injected failure for the next data write, if any.
-    func checkWriteFault() throws(StoreError) {
-        if let code = configuration.writeFault?() { throw Posix.failure("write", code) }
-    }
-
     /// Renames a fsynced temporary file into `objects/ab/cd/<id>` and makes the rename durable.
-    func publish(id: String, from tmp: String) async throws {
+    /// Blocking.
+    static func publish(id: String, from tmp: String, layout: StorageLayout) throws {
         let directory = try layout.objectDirectory(id)
-        let target = try layout.objectPath(id)
-        let objects = layout.objectsDirectory
-        try await BlockingIO.run {
-            let parent = (directory as NSString).deletingLastPathComponent
-            if try Posix.makeDirectory(parent) { try Posix.fsyncDirectory(objects) }
-            if try Posix.makeDirectory(directory) { try Posix.fsyncDirectory(parent) }
-            try Posix.rename(tmp, target)
-            try Posix.fsyncDirectory(directory)
-        }
+        let parent = (directory as NSString).deletingLastPathComponent
+        if try Posix.makeDirectory(parent) { try Posix.fsyncDirectory(layout.objectsDirectory) }
+        if try Posix.makeDirectory(directory) { try Posix.fsyncDirectory(parent) }
+        try Posix.rename(tmp, try layout.objectPath(id))
+        try Posix.fsyncDirectory(directory)
     }
 
-    /// Removes object files whose rows are gone (after a commit) or never existed (a failed commit).
-    func removeFiles(_ ids: [String]) {
-        for id in ids {
-            if let path = try? layout.objectPath(id) { Posix.unlinkIfPresent(path) }
-        }
+    /// Removes object files whose rows are gone (after a commit) or never existed (a failed
+    /// commit). Not cancelled with the request: a file left behind would stay until a restart.
+    func removeFiles(_ ids: [String]) async {
+        guard !ids.isEmpty else { return }
+        let (layout, io) = (self.layout, self.io)
+        await Task {
+            try? await io.run {
+                for id in ids {
+                    if let path = try? layout.objectPath(id) { Posix.unlinkIfPresent(path) }
+                }
+            }
+        }.value
     }
 
-    /// Commits a published file as `bucket/key`, then deletes the replaced version's file.
-    /// `extra` runs in the same transaction and returns more file ids to delete after commit.
+    /// Opens the object file and reads the first chunk of `range` in one job (a range up to
+    /// `readChunkSize`: all of it, and the file is closed before the response starts); nil
+    /// when the file is gone (replaced or deleted since its row was read).
+    func openBody(_ fileID: String, range: Range<Int64>) async throws -> ObjectBody? {
+        let path = try layout.objectPath(fileID)
+        let chunkSize = configuration.readChunkSize
+        let opened: (FileDescriptor, ByteBuffer)? = try await io.run {
+            let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
+            if fd < 0 {
+                if errno == ENOENT { return nil }
+                throw Posix.failure("open")
+            }
+            let file = FileDescriptor(fd)
+            let count = Int(Swift.min(Int64(chunkSize), Int64(range.count)))
+            return (file, try FileChunks.read(file, at: range.lowerBound, count: count))
+        }
+        guard let (file, first) = opened else { return nil }
+        if range.count <= chunkSize { return ObjectBody(first) }
+        return ObjectBody(FileChunks(file: file, first: first, range: range, chunkSize: chunkSize, io: io))
+    }
+
+    /// Commits a published file as `bucket/key`, then deletes the replaced version's file (and,
+    /// when `completing` an upload, its parts'). See `MetadataIndex.commitObject`.
     func commitObject(
         bucket: String, key: String, file: PublishedFile, etag: String, metadata: ObjectMetadata, appendable: Bool,
-        preconditions: WritePreconditions,
-        extra: (@Sendable (Database, ObjectInfo?) throws -> [String])? = nil
+        preconditions: WritePreconditions, check: (@Sendable (ObjectInfo?) throws -> Void)? = nil,
+        completing: CompletedUpload? = nil
     ) async throws -> ObjectInfo {
-        let info = ObjectInfo(
-            bucket: bucket, key: key, size: file.size, etag: etag, lastModified: now(), metadata: metadata,
-            storageID: file.id, isAppendable: appendable
+        let object = StoredObject(
+            info: ObjectInfo(
+                bucket: bucket, key: key, size: file.size, etag: etag, lastModified: now(), metadata: metadata,
+                isAppendable: appendable
+            ),
+            fileID: file.id
         )
         let obsolete: [String]
         do {
-            obsolete = try await write { db in
-                try Self.requireBucket(db, bucket)
-                let current = try Self.fetchObject(db, bucket, key)
-                try Self.check(preconditions, current: current)
-                var obsolete = try extra?(db, current) ?? []
-                try Self.insertObject(db, info)
-                if let current, current.storageID != info.storageID { obsolete.append(current.storageID) }
-                return obsolete
-            }
+            obsolete = try await index.commitObject(object, preconditions: preconditions, check: check, completing: completing)
         } catch {
-            removeFiles([file.id])
+            await removeFiles([file.id])
             throw error
         }
-        removeFiles(obsolete)
-        return info
+        await removeFiles(obsolete)
+        return object.info
     }
-
-    static func quotedETag(_ md5: [UInt8]) -> String { "\"" + Hex.encode(md5) + "\"" }
 
     // MARK: Buckets
 
     public func listBuckets() async throws -> [BucketInfo] {
-        try await read { db in
-            try Row.fetchAll(db, sql: "SELECT name, created_ms FROM bucket ORDER BY name").map {
-                BucketInfo(name: $0["name"], creationDate: Millis.date($0["created_ms"]))
-            }
-        }
+        try await index.listBuckets()
     }
 
     @discardableResult
     public func createBucket(_ name: String) async throws -> BucketInfo {
         try StoreNames.validateBucket(name)
         let info = BucketInfo(name: name, creationDate: now())
-        try await write { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [name]) == true {
-                throw StoreError.bucketAlreadyOwnedByYou(bucket: name)
-            }
-            try db.execute(sql: "INSERT INTO bucket (name, created_ms) VALUES (?, ?)", arguments: [name, Millis.from(info.creationDate)])
-        }
+        try await index.createBucket(info)
         return info
     }
 
     public func headBucket(_ name: String) async throws -> BucketInfo {
-        try await read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT name, created_ms FROM bucket WHERE name = ?", arguments: [name]) else {
-                throw StoreError.noSuchBucket(bucket: name)
-            }
-            return BucketInfo(name: row["name"], creationDate: Millis.date(row["created_ms"]))
-        }
+        try await index.bucket(name)
     }
 
     public func deleteBucket(_ name: String) async throws {
-        try await write { db in
-            try Self.requireBucket(db, name)
-            let busy = try Bool.fetchOne(db, sql: """
-                SELECT EXISTS (SELECT 1 FROM object WHERE bucket = ?) OR EXISTS (SELECT 1 FROM upload WHERE bucket = ?)
-                """, arguments: [name, name]) ?? false
-            if busy { throw StoreError.bucketNotEmpty(bucket: name) }
-            try db.execute(sql: "DELETE FROM bucket WHERE name = ?", arguments: [name])
-        }
+        try await index.deleteBucket(name)
     }
 
     @discardableResult
     public func ensureBuckets(_ names: [String]) async throws -> [String] {
         for name in names { try StoreNames.validateBucket(name) }
-        let created = now()
-        return try await write { db in
-            var added: [String] = []
-            for name in names {
-                try db.execute(sql: "INSERT OR IGNORE INTO bucket (name, created_ms) VALUES (?, ?)", arguments: [name, Millis.from(created)])
-                if db.changesCount > 0 { added.append(name) }
-            }
-            return added
-        }
+        return try await index.ensureBuckets(names, created: now())
     }
 
     // MARK: Objects
@@ -415,30 +316,24 @@ public final class LocalObjectStore: ObjectStore {
         try StoreNames.validateKey(key)
         // Fail fast before reading the body; the commit checks again.
         _ = try await headBucket(bucket)
-        let file = try await stage(body, computeSHA256: options.computeSHA256, verify: options.verify)
+        let file = try await stage(body)
         return try await commitObject(
-            bucket: bucket, key: key, file: file, etag: Self.quotedETag(file.md5), metadata: metadata,
+            bucket: bucket, key: key, file: file, etag: ETag.quoted(md5: file.md5), metadata: metadata,
             appendable: false, preconditions: options.preconditions
         )
     }
 
     public func headObject(bucket: String, key: String) async throws -> ObjectInfo {
         let cached = objectCache.get(bucket: bucket, key: key)
-        if let info = cached.info { return info }
-        return try await headObject(bucket: bucket, key: key, generation: cached.generation)
+        if let object = cached.object { return object.info }
+        return try await lookup(bucket: bucket, key: key, generation: cached.generation).info
     }
 
-    /// The committed row, read from the database, cached if no write ended since `generation`.
-    private func headObject(bucket: String, key: String, generation: UInt64) async throws -> ObjectInfo {
-        if let info = try lookup({ db in try Self.fetchObject(db, bucket, key) }) {
-            objectCache.fill(info, generation: generation)
-            return info
-        }
-        return try await read { db in
-            if let info = try Self.fetchObject(db, bucket, key) { return info }
-            try Self.requireBucket(db, bucket)
-            throw StoreError.noSuchKey(bucket: bucket, key: key)
-        }
+    /// The committed row, from the index, cached if no write ended since `generation`.
+    private func lookup(bucket: String, key: String, generation: UInt64) async throws -> StoredObject {
+        let object = try await index.object(bucket: bucket, key: key)
+        objectCache.fill(object, generation: generation)
+        return object
     }
 
     public func getObject(bucket: String, key: String, range: ByteRange? = nil) async throws -> ObjectRead {
@@ -446,37 +341,26 @@ public final class LocalObjectStore: ObjectStore {
         // delete that file; then read the new row and try again.
         for _ in 0..<8 {
             let cached = objectCache.get(bucket: bucket, key: key)
-            if let info = cached.info, let bytes = cached.body {
+            if let info = cached.object?.info, let bytes = cached.body {
                 let served = try range?.resolve(size: info.size) ?? 0..<info.size
-                let slice = bytes.getSlice(at: bytes.readerIndex + Int(served.lowerBound), length: served.count)
-                return ObjectRead(info: info, range: served, isPartial: range != nil, body: ObjectBody(buffers: slice.map { [$0] } ?? []))
+                let slice = bytes.getSlice(at: bytes.readerIndex + Int(served.lowerBound), length: served.count) ?? ByteBuffer()
+                return ObjectRead(info: info, range: served, isPartial: range != nil, body: ObjectBody(slice))
             }
-            let info: ObjectInfo
-            if let known = cached.info { info = known } else { info = try await headObject(bucket: bucket, key: key, generation: cached.generation) }
+            let object: StoredObject
+            if let known = cached.object { object = known } else { object = try await lookup(bucket: bucket, key: key, generation: cached.generation) }
+            let info = object.info
             let served = try range?.resolve(size: info.size) ?? 0..<info.size
-            let path = try layout.objectPath(info.storageID)
-            let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
-            if fd < 0 {
-                if errno == ENOENT { continue }
-                throw Posix.failure("open")
-            }
-            let body = try ObjectBody(file: FileDescriptor(fd), range: served, chunkSize: configuration.readChunkSize)
+            guard let body = try await openBody(object.fileID, range: served) else { continue }
             if served.count == info.size, let whole = body.singleBuffer {
-                objectCache.fill(info, body: whole, generation: cached.generation)
+                objectCache.fill(object, body: whole, generation: cached.generation)
             }
             return ObjectRead(info: info, range: served, isPartial: range != nil, body: body)
         }
-        throw StoreError.internal("object kept changing while being opened")
+        throw StoreError.corrupted("object file missing, or replaced eight times while being opened")
     }
 
     public func deleteObject(bucket: String, key: String) async throws {
-        let obsolete: String? = try await write { db in
-            try Self.requireBucket(db, bucket)
-            guard let current = try Self.fetchObject(db, bucket, key) else { return nil }
-            try db.execute(sql: "DELETE FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key.keyBlob])
-            return current.storageID
-        }
-        if let obsolete { removeFiles([obsolete]) }
+        await removeFiles(try await index.deleteObjects(bucket: bucket, keys: [key]))
     }
 
     public func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult] {
@@ -487,19 +371,7 @@ public final class LocalObjectStore: ObjectStore {
                 results[index] = DeleteResult(key: key, error: error)
             }
         }
-        let toDelete = valid
-        let obsolete: [String] = try await write { db in
-            try Self.requireBucket(db, bucket)
-            var obsolete: [String] = []
-            for (_, key) in toDelete {
-                if let current = try Self.fetchObject(db, bucket, key) {
-                    try db.execute(sql: "DELETE FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key.keyBlob])
-                    obsolete.append(current.storageID)
-                }
-            }
-            return obsolete
-        }
-        removeFiles(obsolete)
+        await removeFiles(try await index.deleteObjects(bucket: bucket, keys: valid.map(\.1)))
         for (index, key) in valid { results[index] = DeleteResult(key: key, error: nil) }
         return results.map { $0! }
     }
@@ -512,10 +384,126 @@ public final class LocalObjectStore: ObjectStore {
         _ = try await headBucket(target.bucket)
         let read = try await getObject(bucket: source.bucket, key: source.key, range: nil)
         try options.checkSource?(read.info)
-        let file = try await stage(read.body, computeSHA256: false, verify: nil)
+        let file = try await stage(read.body)
         return try await commitObject(
-            bucket: target.bucket, key: target.key, file: file, etag: Self.quotedETag(file.md5),
+            bucket: target.bucket, key: target.key, file: file, etag: ETag.quoted(md5: file.md5),
             metadata: metadata ?? read.info.metadata, appendable: false, preconditions: options.preconditions
         )
+    }
+
+    // MARK: Listing
+
+    public func listObjects(bucket: String, query: ListQuery) async throws -> ListResult {
+        try await listObjectsCountingRows(bucket: bucket, query: query).0
+    }
+
+    /// The page and the index rows read to build it (lets tests prove that a delimiter listing
+    /// skips whole prefixes).
+    func listObjectsCountingRows(bucket: String, query: ListQuery) async throws -> (ListResult, rowsScanned: Int) {
+        try await index.listObjects(bucket: bucket, walk: try ListWalk(query))
+    }
+}
+
+/// A file being written by one upload or append: its descriptor, offset and the MD5 of what was
+/// written. Its methods block: the store calls them on `BlockingIO`, one job at a time.
+final class FileWriter: Sendable {
+    enum Mode: Sendable {
+        /// A new temporary file (O_EXCL).
+        case create
+        /// An existing object file, truncated to `at` and written from there.
+        case append(at: Int64)
+    }
+
+    private struct State {
+        var fd: Int32 = -1
+        var offset: Int64
+        var written: Int64 = 0
+        let md5: StreamingDigest
+    }
+
+    let path: String
+    let mode: Mode
+    private let fault: (@Sendable () -> Int32?)?
+    private let state: Mutex<State>
+
+    init(path: String, mode: Mode, fault: (@Sendable () -> Int32?)?) throws {
+        self.path = path
+        self.mode = mode
+        self.fault = fault
+        let start: Int64
+        switch mode {
+        case .create: start = 0
+        case .append(let position): start = position
+        }
+        state = Mutex(State(offset: start, md5: try StreamingDigest(.md5)))
+    }
+
+    deinit {
+        state.withLock { if $0.fd >= 0 { close($0.fd) } }
+    }
+
+    private func open(_ state: inout State) throws {
+        guard state.fd < 0 else { return }
+        switch mode {
+        case .create:
+            state.fd = try Posix.open(path, O_WRONLY | O_CREAT | O_EXCL)
+        case .append(let position):
+            let fd = Foundation.open(path, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                // Replaced or deleted since the row was read.
+                if errno == ENOENT { throw StoreError.positionNotEqualToLength(next: 0) }
+                throw Posix.failure("open")
+            }
+            state.fd = fd
+            // Drops any tail a crashed or failed append left past the committed size.
+            try Posix.ftruncate(fd, position)
+        }
+    }
+
+    /// Hashes and writes `buffers` at the current offset.
+    func write(_ buffers: [ByteBuffer]) throws {
+        try state.withLock { state in
+            try open(&state)
+            for buffer in buffers {
+                let (fd, offset) = (state.fd, state.offset)
+                try buffer.withUnsafeReadableBytes { bytes in
+                    try state.md5.update(bytes)
+                    if let code = fault?() { throw Posix.failure("write", code) }
+                    try Posix.pwriteAll(fd, bytes, at: offset)
+                }
+                state.offset += Int64(buffer.readableBytes)
+                state.written += Int64(buffer.readableBytes)
+            }
+        }
+    }
+
+    /// Fsyncs and closes the file; returns the bytes written and their MD5.
+    func finish() throws -> (size: Int64, md5: [UInt8]) {
+        try state.withLock { state in
+            try open(&state)
+            try Posix.fsync(state.fd)
+            close(state.fd)
+            state.fd = -1
+            return (state.written, try state.md5.finalize())
+        }
+    }
+
+    /// After a failure: a new file is removed; an append's uncommitted tail is truncated away
+    /// now rather than at the next append. Runs in place (a few metadata calls), since a
+    /// cancelled task never gets another `BlockingIO` job.
+    func abandon() {
+        state.withLock { state in
+            switch mode {
+            case .create:
+                if state.fd >= 0 { close(state.fd) }
+                Posix.unlinkIfPresent(path)
+            case .append(let position):
+                if state.fd >= 0 {
+                    try? Posix.ftruncate(state.fd, position)
+                    close(state.fd)
+                }
+            }
+            state.fd = -1
+        }
     }
 }

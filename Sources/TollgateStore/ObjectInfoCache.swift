@@ -5,7 +5,7 @@ import Synchronization
 /// and the bytes of small objects, so that their GETs skip the file system too.
 ///
 /// The store is the only writer of its database, and every write goes through
-/// `LocalObjectStore.write`, which calls `invalidate()` after the transaction ends and before
+/// `MetadataIndex.write`, which calls `invalidate()` after the transaction ends and before
 /// the files of replaced versions are deleted. A lookup that missed remembers the generation it
 /// started in and may fill an entry only if no write ended since: a row (or bytes) read before a
 /// commit can never be stored after that commit's invalidation. So a cached row is always the
@@ -17,7 +17,7 @@ final class ObjectInfoCache: Sendable {
     }
 
     private struct Entry {
-        var info: ObjectInfo
+        var object: StoredObject
         var body: ByteBuffer?
     }
 
@@ -42,17 +42,18 @@ final class ObjectInfoCache: Sendable {
     }
 
     /// The cached row and bytes, or the generation a miss started in (to pass to `fill`).
-    func get(bucket: String, key: String) -> (info: ObjectInfo?, body: ByteBuffer?, generation: UInt64) {
+    func get(bucket: String, key: String) -> (object: StoredObject?, body: ByteBuffer?, generation: UInt64) {
         state.withLock { state in
             let entry = state.entries[Key(bucket: bucket, key: key)]
-            return (entry?.info, entry?.body, state.generation)
+            return (entry?.object, entry?.body, state.generation)
         }
     }
 
     /// Stores a row read in `generation`, and its whole body if given and small enough, unless
     /// a write ended since.
-    func fill(_ info: ObjectInfo, body: ByteBuffer? = nil, generation: UInt64) {
+    func fill(_ object: StoredObject, body: ByteBuffer? = nil, generation: UInt64) {
         guard capacity > 0 else { return }
+        let info = object.info
         let body = body.flatMap { $0.readableBytes == info.size && $0.readableBytes <= maximumBodySize ? $0 : nil }
         state.withLock { state in
             guard state.generation == generation else { return }
@@ -62,7 +63,7 @@ final class ObjectInfoCache: Sendable {
                 state.entries.removeAll(keepingCapacity: true)
                 state.bodyBytes = 0
             }
-            let previous = state.entries.updateValue(Entry(info: info, body: body), forKey: key)
+            let previous = state.entries.updateValue(Entry(object: object, body: body), forKey: key)
             state.bodyBytes += added - (previous?.body?.readableBytes ?? 0)
         }
     }

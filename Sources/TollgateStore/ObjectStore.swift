@@ -1,13 +1,15 @@
 import Foundation
 import NIOCore
 
-/// The storage behind the object gateway. `LocalObjectStore` is the embedded implementation;
-/// an S3-compatible backend can conform later. Bodies are streams of `ByteBuffer`, never
-/// collected whole.
+/// The storage behind the object gateway, in the store's own terms: errors are `StoreError`
+/// domain cases (the gateway maps them to S3 / OSS errors), bodies are async sequences of
+/// `ByteBuffer` (`ObjectBody` on the way out), and no value names a file or a row.
+/// `LocalObjectStore` (files + SQLite) is the embedded implementation, `MemoryObjectStore` the
+/// in-memory twin tests use; a remote S3-compatible backend would conform the same way.
 public protocol ObjectStore: Sendable {
     // MARK: Buckets
     func listBuckets() async throws -> [BucketInfo]
-    /// Throws `bucketAlreadyOwnedByYou` when it exists (single tenant), `invalidBucketName`.
+    /// Throws `bucketExists` when it exists (single tenant), `invalidBucketName`.
     @discardableResult
     func createBucket(_ name: String) async throws -> BucketInfo
     func headBucket(_ name: String) async throws -> BucketInfo
@@ -18,25 +20,27 @@ public protocol ObjectStore: Sendable {
     func ensureBuckets(_ names: [String]) async throws -> [String]
 
     // MARK: Objects
-    /// Streams `body` to storage and commits it atomically, replacing any previous version.
+    /// Streams `body` to storage and commits it atomically, replacing any previous version;
+    /// `options.preconditions` are checked against the version current at the commit.
     func putObject<Body: AsyncSequence>(
         bucket: String, key: String, body: Body, metadata: ObjectMetadata, options: WriteOptions
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer
 
-    /// Opens the object (the file is open before this returns, so a concurrent overwrite cannot
-    /// change the bytes being read) and returns its metadata and a streamed body.
+    /// Returns the object's metadata and its body. The body is the version the metadata
+    /// describes, even if the object is overwritten while the body is being read.
     func getObject(bucket: String, key: String, range: ByteRange?) async throws -> ObjectRead
     func headObject(bucket: String, key: String) async throws -> ObjectInfo
     /// Idempotent: deleting a missing key succeeds.
     func deleteObject(bucket: String, key: String) async throws
     func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult]
-    /// Server-side copy into a new file. `metadata == nil` keeps the source's (COPY directive);
+    /// Server-side copy. `metadata == nil` keeps the source's (COPY directive);
     /// otherwise the given metadata replaces it (REPLACE). `options.checkSource` sees the source
     /// object first (x-amz-copy-source-if-* headers); `options.preconditions` apply to the target.
     func copyObject(
         from source: ObjectLocation, to target: ObjectLocation, metadata: ObjectMetadata?, options: CopyOptions
     ) async throws -> ObjectInfo
-    /// OSS AppendObject. `metadata` is used only when the append creates the object.
+    /// OSS AppendObject. `metadata` is used only when the append creates the object (at
+    /// position 0); later appends must name the current length (`positionNotEqualToLength`).
     func appendObject<Body: AsyncSequence>(
         bucket: String, key: String, position: Int64, body: Body, metadata: ObjectMetadata, options: WriteOptions
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer
@@ -45,6 +49,7 @@ public protocol ObjectStore: Sendable {
     func listObjects(bucket: String, query: ListQuery) async throws -> ListResult
 
     // MARK: Multipart
+    /// Throws `tooManyUploads` when the bucket already holds the store's limit of uploads.
     func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata) async throws -> MultipartUpload
     func uploadPart<Body: AsyncSequence>(
         bucket: String, key: String, uploadID: String, partNumber: Int, body: Body, options: WriteOptions
@@ -121,18 +126,15 @@ public struct ObjectInfo: Sendable, Equatable {
     /// Millisecond precision; HTTP dates use whole seconds (`lastModifiedSeconds`).
     public let lastModified: Date
     public let metadata: ObjectMetadata
-    /// The random id of the file holding the bytes (never derived from bucket or key).
-    public let storageID: String
     public let isAppendable: Bool
 
-    public init(bucket: String, key: String, size: Int64, etag: String, lastModified: Date, metadata: ObjectMetadata, storageID: String, isAppendable: Bool) {
+    public init(bucket: String, key: String, size: Int64, etag: String, lastModified: Date, metadata: ObjectMetadata, isAppendable: Bool) {
         self.bucket = bucket
         self.key = key
         self.size = size
         self.etag = etag
         self.lastModified = lastModified
         self.metadata = metadata
-        self.storageID = storageID
         self.isAppendable = isAppendable
     }
 
@@ -166,20 +168,6 @@ public struct ObjectRead: Sendable {
     public var contentRange: String { "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(info.size)" }
 }
 
-/// The digests of a fully read body, handed to the verification hook before commit.
-public struct BodyDigest: Sendable {
-    public let size: Int64
-    public let md5: [UInt8]
-    /// Present when `WriteOptions.computeSHA256` was set.
-    public let sha256: [UInt8]?
-
-    public init(size: Int64, md5: [UInt8], sha256: [UInt8]?) {
-        self.size = size
-        self.md5 = md5
-        self.sha256 = sha256
-    }
-}
-
 /// Conditions on the current version of the target, evaluated inside the commit transaction.
 public struct WritePreconditions: Sendable, Equatable {
     /// `If-Match`: an ETag (quoted or not) or `*`.
@@ -195,19 +183,9 @@ public struct WritePreconditions: Sendable, Equatable {
 
 public struct WriteOptions: Sendable {
     public var preconditions: WritePreconditions
-    public var computeSHA256: Bool
-    /// Runs after the body has been read in full and before anything is committed (checks of
-    /// x-amz-content-sha256, Content-MD5, checksums, lengths). If it throws, nothing is
-    /// committed, the temporary file is removed and the error is rethrown unchanged.
-    public var verify: (@Sendable (BodyDigest) async throws -> Void)?
 
-    public init(
-        preconditions: WritePreconditions = .none, computeSHA256: Bool = false,
-        verify: (@Sendable (BodyDigest) async throws -> Void)? = nil
-    ) {
+    public init(preconditions: WritePreconditions = .none) {
         self.preconditions = preconditions
-        self.computeSHA256 = computeSHA256
-        self.verify = verify
     }
 }
 
@@ -277,17 +255,13 @@ public struct ListResult: Sendable, Equatable {
     public let nextContinuationToken: String?
     /// v2 KeyCount.
     public var keyCount: Int { objects.count + commonPrefixes.count }
-    /// Rows read from the index to build this page (diagnostics; lets tests prove that a
-    /// delimiter listing skips whole prefixes).
-    public let rowsScanned: Int
 
-    public init(objects: [ObjectSummary], commonPrefixes: [String], isTruncated: Bool, nextMarker: String?, nextContinuationToken: String?, rowsScanned: Int) {
+    public init(objects: [ObjectSummary], commonPrefixes: [String], isTruncated: Bool, nextMarker: String?, nextContinuationToken: String?) {
         self.objects = objects
         self.commonPrefixes = commonPrefixes
         self.isTruncated = isTruncated
         self.nextMarker = nextMarker
         self.nextContinuationToken = nextContinuationToken
-        self.rowsScanned = rowsScanned
     }
 }
 
@@ -400,7 +374,7 @@ public enum ETag {
     }
 }
 
-/// Conveniences with the defaults (no preconditions, no hook, whole object).
+/// Conveniences with the defaults (no preconditions, whole object).
 extension ObjectStore {
     public func putObject<Body: AsyncSequence>(bucket: String, key: String, body: Body, metadata: ObjectMetadata = ObjectMetadata()) async throws -> ObjectInfo where Body.Element == ByteBuffer {
         try await putObject(bucket: bucket, key: key, body: body, metadata: metadata, options: WriteOptions())

@@ -1,3 +1,5 @@
+import TollgateCrypto
+
 /// Name rules. Keys never become file names, so these rules are about S3 compatibility, not
 /// about path safety: the storage layout is safe by construction.
 public enum StoreNames {
@@ -26,9 +28,9 @@ public enum StoreNames {
     /// Keys are any UTF-8 of 1...1024 bytes except NUL (which XML listings cannot carry).
     static func validateKey(_ key: String) throws(StoreError) {
         let count = key.utf8.count
-        if count == 0 { throw .invalidArgument("Object key must not be empty.") }
+        if count == 0 { throw .emptyKey }
         if count > maxKeyBytes { throw .keyTooLong }
-        if key.utf8.contains(0) { throw .invalidArgument("Object key must not contain NUL.") }
+        if key.utf8.contains(0) { throw .keyContainsNUL }
     }
 
     static func validateBucket(_ name: String) throws(StoreError) {
@@ -86,4 +88,74 @@ public enum ByteRange: Sendable, Equatable {
             return max(0, size - n)..<size
         }
     }
+}
+
+extension WritePreconditions {
+    /// If-Match / If-None-Match against the current version (nil: none), at the commit.
+    func check(against current: ObjectInfo?) throws(StoreError) {
+        if let ifMatch {
+            guard let current, ETag.matches(ifMatch, current.etag) else { throw .preconditionFailed }
+        }
+        if let ifNoneMatch, let current, ETag.matches(ifNoneMatch, current.etag) {
+            throw .preconditionFailed
+        }
+    }
+}
+
+extension ObjectInfo {
+    /// Why an append at `position` to this object is refused, or nil when it may proceed.
+    func appendRefusal(position: Int64) -> StoreError? {
+        if !isAppendable { return .objectNotAppendable }
+        if size != position { return .positionNotEqualToLength(next: size) }
+        return nil
+    }
+}
+
+/// Multipart rules every store applies.
+enum MultipartRules {
+    static let maxPartNumber = 10_000
+
+    static func validatePartNumber(_ n: Int) throws(StoreError) {
+        guard (1...maxPartNumber).contains(n) else { throw .invalidPartNumber(n) }
+    }
+
+    /// Checks a CompleteMultipartUpload part list on its own: not empty, valid numbers, ascending.
+    static func validate(_ parts: [CompletedPart]) throws(StoreError) {
+        guard !parts.isEmpty else { throw .noPartsGiven }
+        for part in parts { try validatePartNumber(part.partNumber) }
+        for (a, b) in zip(parts, parts.dropFirst()) where b.partNumber <= a.partNumber { throw .invalidPartOrder }
+    }
+
+    /// Picks the uploaded part for each completed part (`invalidPart` when missing or its ETag
+    /// differs) and checks that every part but the last has `minimumPartSize` bytes.
+    static func choose<Part>(
+        _ parts: [CompletedPart], from uploaded: [Int: Part], info: (Part) -> PartInfo, minimumPartSize: Int64
+    ) throws(StoreError) -> [Part] {
+        var chosen: [Part] = []
+        for part in parts {
+            guard let found = uploaded[part.partNumber], ETag.normalize(part.etag) == ETag.normalize(info(found).etag) else {
+                throw .invalidPart(partNumber: part.partNumber)
+            }
+            chosen.append(found)
+        }
+        for part in chosen.dropLast() where info(part).size < minimumPartSize {
+            throw .entityTooSmall(partNumber: info(part).partNumber)
+        }
+        return chosen
+    }
+
+    /// S3's multipart ETag: the MD5 of the concatenated binary part MD5s, then "-N".
+    static func etag(_ parts: [PartInfo]) throws -> String {
+        let digest = try StreamingDigest(.md5)
+        for part in parts {
+            guard let md5 = Hex.decode(ETag.normalize(part.etag)) else { throw StoreError.corrupted("stored part ETag is not hex") }
+            try digest.update(md5)
+        }
+        return "\"" + Hex.encode(try digest.finalize()) + "-\(parts.count)\""
+    }
+}
+
+extension ETag {
+    /// The quoted ETag of a body with this MD5.
+    static func quoted(md5: [UInt8]) -> String { "\"" + Hex.encode(md5) + "\"" }
 }

@@ -67,7 +67,9 @@ func ossDenials(error: OSSAuthError, reason: DenialReason?) {
 
 let storeErrorCases: [(StoreError, StoreErrorKind?)] = [
     (.storageFull("ENOSPC"), .storageFull),
-    (.internal("object file shorter than its committed size"), .internal),
+    (.io("fsync: Input/output error"), .io),
+    (.database("database: disk I/O error"), .database),
+    (.corrupted("object file shorter than its committed size"), .corrupted),
     (.noSuchKey(bucket: "b", key: "k"), nil),
     (.noSuchBucket(bucket: "b"), nil),
     (.preconditionFailed, nil),

@@ -120,7 +120,7 @@ private func findBytes(_ haystack: [UInt8], _ needle: [UInt8]) -> Int? {
         let box = try Sandbox()
         let store = try await Self.filledStore(box)
         for token in ["!!!", "", "a"] {
-            #expect(await storeError { _ = try await store.listObjects(bucket: "list", query: ListQuery(continuationToken: token)) }?.code == "InvalidArgument")
+            #expect(await storeError { _ = try await store.listObjects(bucket: "list", query: ListQuery(continuationToken: token)) } == .invalidContinuationToken)
         }
         #expect(await storeError { _ = try await store.listObjects(bucket: "nope", query: ListQuery()) } == .noSuchBucket(bucket: "nope"))
     }
@@ -168,7 +168,7 @@ private func findBytes(_ haystack: [UInt8], _ needle: [UInt8]) -> Int? {
         let store = try box.open()
         try await store.createBucket("huge")
         // Metadata rows only (listing never opens files): 20 folders × 5,000 keys.
-        try await store.pool.write { db in
+        try await store.index.pool.write { db in
             let statement = try db.makeStatement(sql: """
                 INSERT INTO object (bucket, key, size, etag, last_modified_ms, user_metadata, file_id) VALUES ('huge', ?, 1, '"e"', 0, '{}', ?)
                 """)
@@ -181,15 +181,15 @@ private func findBytes(_ haystack: [UInt8], _ needle: [UInt8]) -> Int? {
         }
         let clock = ContinuousClock()
         let started = clock.now
-        let root = try await store.listObjects(bucket: "huge", query: ListQuery(delimiter: "/"))
+        let (root, rootRows) = try await store.listObjectsCountingRows(bucket: "huge", query: ListQuery(delimiter: "/"))
         #expect(root.commonPrefixes.count == 20)
         #expect(root.objects.isEmpty)
-        #expect(root.rowsScanned <= 21)
+        #expect(rootRows <= 21)
         // A page deep inside the bucket reads one page of rows, not everything before it.
-        let deep = try await store.listObjects(bucket: "huge", query: ListQuery(prefix: "dir17/", startAfter: "dir17/file04000", maxKeys: 500))
+        let (deep, deepRows) = try await store.listObjectsCountingRows(bucket: "huge", query: ListQuery(prefix: "dir17/", startAfter: "dir17/file04000", maxKeys: 500))
         #expect(deep.objects.first?.key == "dir17/file04001")
         #expect(deep.keyCount == 500 && deep.isTruncated)
-        #expect(deep.rowsScanned <= 501)
+        #expect(deepRows <= 501)
         let page = try await store.listObjects(bucket: "huge", query: ListQuery(continuationToken: deep.nextContinuationToken))
         #expect(page.keyCount == 1000 && page.objects.first?.key == "dir17/file04501")
         #expect(clock.now - started < .seconds(5))

@@ -47,30 +47,30 @@ import Testing
     /// A lookup that started before a write ended must not fill the cache with what it read.
     @Test func aMissThatRacedAWriteIsNotStored() {
         let cache = ObjectInfoCache(capacity: 8)
-        let row = ObjectInfo(bucket: "b", key: "k", size: 1, etag: "\"e\"", lastModified: Date(), metadata: ObjectMetadata(),
-                             storageID: "id", isAppendable: false)
+        let row = StoredObject(info: ObjectInfo(bucket: "b", key: "k", size: 1, etag: "\"e\"", lastModified: Date(), metadata: ObjectMetadata(),
+                                                isAppendable: false), fileID: "id")
         let miss = cache.get(bucket: "b", key: "k")
-        #expect(miss.info == nil)
+        #expect(miss.object == nil)
         cache.invalidate()
         cache.fill(row, generation: miss.generation)
-        #expect(cache.get(bucket: "b", key: "k").info == nil)
+        #expect(cache.get(bucket: "b", key: "k").object == nil)
 
         let fresh = cache.get(bucket: "b", key: "k")
         cache.fill(row, generation: fresh.generation)
-        #expect(cache.get(bucket: "b", key: "k").info == row)
+        #expect(cache.get(bucket: "b", key: "k").object == row)
         cache.invalidate()
-        #expect(cache.get(bucket: "b", key: "k").info == nil)
+        #expect(cache.get(bucket: "b", key: "k").object == nil)
     }
 
     @Test func aFullCacheStaysWithinItsCapacity() {
         let cache = ObjectInfoCache(capacity: 4)
         for index in 0..<10 {
-            let row = ObjectInfo(bucket: "b", key: "k\(index)", size: 1, etag: "\"e\"", lastModified: Date(),
-                                 metadata: ObjectMetadata(), storageID: "id", isAppendable: false)
-            cache.fill(row, generation: cache.get(bucket: "b", key: row.key).generation)
+            let row = StoredObject(info: ObjectInfo(bucket: "b", key: "k\(index)", size: 1, etag: "\"e\"", lastModified: Date(),
+                                                    metadata: ObjectMetadata(), isAppendable: false), fileID: "id")
+            cache.fill(row, generation: cache.get(bucket: "b", key: row.info.key).generation)
             #expect(cache.count <= 4)
         }
-        #expect(cache.get(bucket: "b", key: "k9").info != nil)
+        #expect(cache.get(bucket: "b", key: "k9").object != nil)
     }
 }
 
@@ -101,12 +101,12 @@ import Testing
 
     @Test func onlySmallWholeBodiesAreKept() {
         let cache = ObjectInfoCache(capacity: 8, maximumBodySize: 4, bodyCapacity: 6)
-        func row(_ key: String, _ size: Int64) -> ObjectInfo {
-            ObjectInfo(bucket: "b", key: key, size: size, etag: "\"e\"", lastModified: Date(), metadata: ObjectMetadata(),
-                       storageID: "id", isAppendable: false)
+        func row(_ key: String, _ size: Int64) -> StoredObject {
+            StoredObject(info: ObjectInfo(bucket: "b", key: key, size: size, etag: "\"e\"", lastModified: Date(), metadata: ObjectMetadata(),
+                                          isAppendable: false), fileID: "id")
         }
         cache.fill(row("big", 5), body: ByteBuffer(string: "12345"), generation: cache.get(bucket: "b", key: "big").generation)
-        #expect(cache.get(bucket: "b", key: "big").info != nil)
+        #expect(cache.get(bucket: "b", key: "big").object != nil)
         #expect(cache.get(bucket: "b", key: "big").body == nil)
         // A body that is not the whole object is not kept.
         cache.fill(row("part", 4), body: ByteBuffer(string: "12"), generation: cache.get(bucket: "b", key: "part").generation)
@@ -116,7 +116,7 @@ import Testing
         // Past the byte budget the cache starts over instead of growing.
         cache.fill(row("c", 4), body: ByteBuffer(string: "cccc"), generation: cache.get(bucket: "b", key: "c").generation)
         #expect(cache.cachedBodyBytes == 4)
-        #expect(cache.get(bucket: "b", key: "a").info == nil)
+        #expect(cache.get(bucket: "b", key: "a").object == nil)
         #expect(cache.get(bucket: "b", key: "c").body == ByteBuffer(string: "cccc"))
     }
 }

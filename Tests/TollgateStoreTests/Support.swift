@@ -127,6 +127,11 @@ extension LocalObjectStore {
     func content(_ bucket: String, _ key: String) async throws -> String {
         try await string(getObject(bucket: bucket, key: key, range: nil).body)
     }
+
+    /// The id of the file holding the object's bytes.
+    func fileID(_ bucket: String, _ key: String) async throws -> String {
+        try await index.object(bucket: bucket, key: key).fileID
+    }
 }
 
 /// The error a throwing call raised, as a StoreError (nil if it succeeded or threw another type).

@@ -307,9 +307,9 @@ struct Gateway: HTTPResponder, Sendable {
     }
 
     static func storeError(_ error: StoreError, dialect: Dialect, bucket: String?, key: String?) -> GatewayError {
-        var rendered = GatewayError(HTTPResponse.Status(code: error.httpStatus), error.code, error.message)
+        var rendered = GatewayError(error)
         switch error {
-        case .noSuchBucket, .bucketNotEmpty, .bucketAlreadyOwnedByYou, .invalidBucketName:
+        case .noSuchBucket, .bucketNotEmpty, .bucketExists, .invalidBucketName:
             if let bucket { rendered.details = [("BucketName", bucket)] }
         case .noSuchKey:
             if let key { rendered.details = [("Key", key)] }

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import TollgateStore
 
 /// Which protocol a gateway request speaks; errors and headers answer in the same one.
 enum Dialect: Sendable {
@@ -79,5 +80,55 @@ struct GatewayError: Error, Sendable {
 
     static func internalError() -> GatewayError {
         GatewayError(.internalServerError, "InternalError", "We encountered an internal error. Please try again.")
+    }
+}
+
+extension GatewayError {
+    /// The S3 / OSS error for a store error: the store speaks no protocol, so its codes,
+    /// statuses and messages live here (both dialects use S3's). Failures of the store itself
+    /// are a generic 500 whose detail stays in the logs.
+    init(_ error: StoreError) {
+        // Statuses by number, as the store rendered them before this mapping moved here.
+        switch error {
+        case .noSuchBucket: self.init(status: 404, "NoSuchBucket", "The specified bucket does not exist.")
+        case .noSuchKey: self.init(status: 404, "NoSuchKey", "The specified key does not exist.")
+        case .noSuchUpload: self.init(status: 404, "NoSuchUpload", "The specified multipart upload does not exist.")
+        case .bucketNotEmpty: self.init(status: 409, "BucketNotEmpty", "The bucket you tried to delete is not empty.")
+        case .bucketExists:
+            self.init(status: 409, "BucketAlreadyOwnedByYou",
+                      "Your previous request to create the named bucket succeeded and you already own it.")
+        case .invalidBucketName: self.init(status: 400, "InvalidBucketName", "The specified bucket is not valid.")
+        case .emptyKey: self.init(status: 400, "InvalidArgument", "Object key must not be empty.")
+        case .keyTooLong: self.init(status: 400, "KeyTooLongError", "Your key is too long.")
+        case .keyContainsNUL: self.init(status: 400, "InvalidArgument", "Object key must not contain NUL.")
+        case .invalidContinuationToken: self.init(status: 400, "InvalidArgument", "The continuation token provided is incorrect")
+        case .invalidPartNumber:
+            self.init(status: 400, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
+        case .noPartsGiven: self.init(status: 400, "InvalidArgument", "You must specify at least one part")
+        case .negativePosition: self.init(status: 400, "InvalidArgument", "Position must not be negative")
+        case .invalidRange: self.init(status: 416, "InvalidRange", "The requested range is not satisfiable.")
+        case .invalidPart:
+            self.init(status: 400, "InvalidPart",
+                      "One or more of the specified parts could not be found or its entity tag did not match.")
+        case .invalidPartOrder: self.init(status: 400, "InvalidPartOrder", "The list of parts was not in ascending order.")
+        case .entityTooSmall:
+            self.init(status: 400, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
+        case .preconditionFailed:
+            self.init(status: 412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold.")
+        case .positionNotEqualToLength: self.init(status: 409, "PositionNotEqualToLength", "Position is not equal to file length.")
+        case .objectNotAppendable: self.init(status: 409, "ObjectNotAppendable", "The object is not appendable.")
+        case .tooManyUploads(_, let limit):
+            self.init(status: 400, "TooManyUploads",
+                      "The bucket already has \(limit) multipart uploads in progress; complete or abort some before starting another.")
+        case .storageFull:
+            // MinIO's code and status (507, which SDKs do not retry), which S3 tools built for MinIO already know.
+            self.init(status: 507, "XMinioStorageFull",
+                      "The server's storage is full. Delete objects to make room; retrying will not help until space is freed.")
+        case .io, .database, .corrupted: self.init(status: 500, "InternalError", "We encountered an internal error. Please try again.")
+        }
+    }
+
+    private init(status: Int, _ code: String, _ message: String) {
+        self.init(HTTPResponse.Status(code: status), code, message)
     }
 }

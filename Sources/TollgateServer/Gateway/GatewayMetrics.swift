@@ -152,13 +152,19 @@ enum DenialReason: String, CaseIterable, Sendable {
 enum StoreErrorKind: String, CaseIterable, Sendable {
     /// ENOSPC, EDQUOT or SQLITE_FULL (answered 507).
     case storageFull = "storage_full"
-    /// An I/O or database failure, or damaged storage (answered 500).
-    case `internal`
+    /// A file system call failed (answered 500).
+    case io
+    /// The metadata database failed (answered 500).
+    case database
+    /// Stored data contradicts the metadata: damage from outside (answered 500).
+    case corrupted
 
     init?(_ error: StoreError) {
         switch error {
         case .storageFull: self = .storageFull
-        case .internal: self = .internal
+        case .io: self = .io
+        case .database: self = .database
+        case .corrupted: self = .corrupted
         default: return nil
         }
     }

@@ -251,7 +251,7 @@ extension Gateway {
         let results = try await store.deleteObjects(bucket: bucket, keys: allowed)
         var xml = document(call, root: "DeleteResult")
         for result in results {
-            if let error = result.error {
+            if let error = result.error.map(GatewayError.init) {
                 xml.element("Error") { entry in
                     entry.element("Key", result.key)
                     entry.element("Code", error.code)

@@ -1,0 +1,134 @@
+import Foundation
+import TollgateCrypto
+
+/// Byte-string helpers for listing. Keys compare by their UTF-8 bytes (S3 order), exactly as
+/// SQLite compares the BLOB column.
+enum KeyBytes {
+    /// The smallest byte string greater than every string that starts with `prefix`, or nil
+    /// when there is none (empty prefix, or all 0xFF).
+    static func successor(_ prefix: [UInt8]) -> [UInt8]? {
+        var bytes = prefix
+        while let last = bytes.last {
+            if last < 0xFF {
+                bytes[bytes.count - 1] = last + 1
+                return bytes
+            }
+            bytes.removeLast()
+        }
+        return nil
+    }
+
+    /// The common prefix `key` rolls up into: `prefix` + everything up to and including the
+    /// first `delimiter` after it; nil when the key contains no delimiter after the prefix.
+    static func rollup(_ key: [UInt8], prefix: [UInt8], delimiter: [UInt8]) -> [UInt8]? {
+        guard !delimiter.isEmpty, key.count >= prefix.count + delimiter.count else { return nil }
+        var i = prefix.count
+        while i + delimiter.count <= key.count {
+            if key[i] == delimiter[0], key[i..<(i + delimiter.count)].elementsEqual(delimiter) {
+                return Array(key[0..<(i + delimiter.count)])
+            }
+            i += 1
+        }
+        return nil
+    }
+
+    static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool { a.lexicographicallyPrecedes(b) }
+
+    static func string(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+}
+
+/// Where a listing resumes: keys `>= bound` (inclusive) or `> bound`.
+struct ListCursor {
+    var bound: [UInt8]
+    var inclusive: Bool
+
+    /// The cursor for a marker / start-after / decoded continuation token. A marker that is
+    /// itself a common prefix (the last item of a delimited page) resumes past every key under it.
+    static func start(prefix: [UInt8], delimiter: [UInt8]?, after: [UInt8]?) -> ListCursor {
+        guard let after, !KeyBytes.less(after, prefix) else { return ListCursor(bound: prefix, inclusive: true) }
+        if let delimiter, KeyBytes.rollup(after, prefix: prefix, delimiter: delimiter) == after {
+            if let next = KeyBytes.successor(after) { return ListCursor(bound: next, inclusive: true) }
+        }
+        return ListCursor(bound: after, inclusive: false)
+    }
+
+    /// True when `key` is at or past the cursor.
+    func admits(_ key: [UInt8]) -> Bool {
+        inclusive ? !KeyBytes.less(key, bound) : KeyBytes.less(bound, key)
+    }
+}
+
+/// One ListObjects v1/v2 page, walked over any index that can seek in key order (SQLite's
+/// primary key, a sorted array). When a key rolls up into a common prefix, the walk seeks again
+/// at the prefix's successor, so a prefix holding any number of keys costs one seek. Common
+/// prefixes count against max-keys, as in S3.
+struct ListWalk {
+    /// The next key and a way to make its summary (only called for keys that do not roll up,
+    /// before the next call), or nil at the end.
+    typealias Next = () throws -> (key: [UInt8], summary: () throws -> ObjectSummary)?
+
+    let prefix: [UInt8]
+    let delimiter: [UInt8]?
+    let start: ListCursor
+    /// Keys are below this bound (the prefix's successor), when there is one.
+    let upper: [UInt8]?
+    /// 0...1000.
+    let maxKeys: Int
+
+    init(_ query: ListQuery) throws(StoreError) {
+        maxKeys = Swift.max(0, Swift.min(query.maxKeys, 1000))
+        prefix = Array(query.prefix.utf8)
+        delimiter = query.delimiter.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
+        var after: [UInt8]?
+        if let token = query.continuationToken {
+            guard let decoded = Base64.decode(token), !decoded.isEmpty else { throw .invalidContinuationToken }
+            after = decoded
+        } else if let startAfter = query.startAfter, !startAfter.isEmpty {
+            after = Array(startAfter.utf8)
+        }
+        start = ListCursor.start(prefix: prefix, delimiter: delimiter, after: after)
+        upper = KeyBytes.successor(prefix)
+    }
+
+    /// Walks the page. `seek(cursor, limit)` yields, in byte order, at most `limit` keys from
+    /// `cursor` and below `upper`.
+    func run(_ seek: (ListCursor, Int) throws -> Next) throws -> ListResult {
+        var objects: [ObjectSummary] = []
+        var prefixes: [String] = []
+        var lastItem: [UInt8]?
+        var truncated = false
+        var cursor = start
+        var count = 0
+
+        scan: while maxKeys > 0 {
+            let limit = maxKeys - count + 1
+            let next = try seek(cursor, limit)
+            var fetched = 0
+            while let (key, summary) = try next() {
+                fetched += 1
+                if count == maxKeys {
+                    truncated = true
+                    break scan
+                }
+                if let delimiter, let common = KeyBytes.rollup(key, prefix: prefix, delimiter: delimiter) {
+                    prefixes.append(KeyBytes.string(common))
+                    count += 1
+                    lastItem = common
+                    guard let next = KeyBytes.successor(common) else { break scan }
+                    cursor = ListCursor(bound: next, inclusive: true)
+                    continue scan
+                }
+                objects.append(try summary())
+                count += 1
+                lastItem = key
+                cursor = ListCursor(bound: key, inclusive: false)
+            }
+            if fetched < limit { break scan }
+        }
+        let next = truncated ? lastItem : nil
+        return ListResult(
+            objects: objects, commonPrefixes: prefixes, isTruncated: truncated,
+            nextMarker: next.map(KeyBytes.string), nextContinuationToken: next.map { Base64.encodeURL($0) }
+        )
+    }
+}

@@ -1,0 +1,282 @@
+import Foundation
+import GRDB
+
+/// An object's committed row: what clients see (`info`) and the file holding its bytes.
+struct StoredObject: Sendable, Equatable {
+    let info: ObjectInfo
+    /// The random id of the file (never derived from bucket or key; see `StorageLayout`).
+    let fileID: String
+}
+
+/// A part's row: what clients see and the file holding its bytes.
+struct PartRow: Sendable {
+    let info: PartInfo
+    let fileID: String
+}
+
+/// The parts a CompleteMultipartUpload read, to be checked again at its commit.
+struct CompletedUpload: Sendable {
+    let uploadID: String
+    /// Part number → file id, as read before the parts were concatenated.
+    let partFiles: [Int: String]
+}
+
+/// The local store's metadata: buckets, object rows, multipart uploads and parts, in SQLite
+/// (WAL) through GRDB. It knows nothing of files except their ids, which it stores and hands
+/// back so that `LocalObjectStore` can delete the files of rows a commit replaced.
+///
+/// Every access is GRDB's async access, so SQLite never blocks the Swift concurrency pool
+/// (see `BlockingIO`). Every write transaction ends, committed or not, by emptying the object
+/// cache, before the caller deletes any replaced file (see `ObjectInfoCache`); a write that
+/// finds the disk full (SQLITE_FULL) is reported to the store's `StorageFullState`.
+final class MetadataIndex: Sendable {
+    /// Internal for tests that write rows directly.
+    let pool: DatabasePool
+    private let cache: ObjectInfoCache
+    private let storageState: StorageFullState
+
+    init(path: String, cache: ObjectInfoCache, storageState: StorageFullState) throws {
+        var config = GRDB.Configuration()
+        config.prepareDatabase { db in
+            // FULL: a commit is durable before we delete the file of the version it replaced.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        pool = try DatabasePool(path: path, configuration: config)
+        try Schema.migrator().migrate(pool)
+        self.cache = cache
+        self.storageState = storageState
+    }
+
+    func close() throws {
+        try pool.close()
+    }
+
+    /// Every file id a row references (start-up recovery; blocking, before serving).
+    func referencedFileIDs() throws -> Set<String> {
+        try pool.read { db in
+            Set(try String.fetchAll(db, sql: "SELECT file_id FROM object UNION ALL SELECT file_id FROM part"))
+        }
+    }
+
+    // MARK: Access
+
+    /// A write transaction. Database failures become `StoreError.database` (or `storageFull`).
+    func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        defer { cache.invalidate() }
+        do { return try await pool.write(updates) } catch let error as DatabaseError {
+            let failure = Self.failure(error)
+            storageState.note(failure)
+            throw failure
+        }
+    }
+
+    /// A read transaction (one snapshot for several statements).
+    func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await pool.read(value) } catch let error as DatabaseError { throw Self.failure(error) }
+    }
+
+    /// A read without GRDB's BEGIN/COMMIT around it, for a lookup whose answer is one SELECT
+    /// (a single statement runs against one snapshot anyway); the transaction doubled the cost
+    /// of a HEAD.
+    func lookup<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await pool.unsafeRead(value) } catch let error as DatabaseError { throw Self.failure(error) }
+    }
+
+    private static func failure(_ error: DatabaseError) -> StoreError {
+        let detail = "database: \(error.message ?? error.description)"
+        return error.resultCode == .SQLITE_FULL ? .storageFull(detail) : .database(detail)
+    }
+
+    // MARK: Buckets
+
+    func listBuckets() async throws -> [BucketInfo] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT name, created_ms FROM bucket ORDER BY name").map {
+                BucketInfo(name: $0["name"], creationDate: Millis.date($0["created_ms"]))
+            }
+        }
+    }
+
+    func createBucket(_ info: BucketInfo) async throws {
+        try await write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [info.name]) == true {
+                throw StoreError.bucketExists(bucket: info.name)
+            }
+            try db.execute(sql: "INSERT INTO bucket (name, created_ms) VALUES (?, ?)", arguments: [info.name, Millis.from(info.creationDate)])
+        }
+    }
+
+    func bucket(_ name: String) async throws -> BucketInfo {
+        try await lookup { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT name, created_ms FROM bucket WHERE name = ?", arguments: [name]) else {
+                throw StoreError.noSuchBucket(bucket: name)
+            }
+            return BucketInfo(name: row["name"], creationDate: Millis.date(row["created_ms"]))
+        }
+    }
+
+    func deleteBucket(_ name: String) async throws {
+        try await write { db in
+            try Self.requireBucket(db, name)
+            let busy = try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM object WHERE bucket = ?) OR EXISTS (SELECT 1 FROM upload WHERE bucket = ?)
+                """, arguments: [name, name]) ?? false
+            if busy { throw StoreError.bucketNotEmpty(bucket: name) }
+            try db.execute(sql: "DELETE FROM bucket WHERE name = ?", arguments: [name])
+        }
+    }
+
+    /// Creates the buckets that do not exist; returns those it created.
+    func ensureBuckets(_ names: [String], created: Date) async throws -> [String] {
+        try await write { db in
+            var added: [String] = []
+            for name in names {
+                try db.execute(sql: "INSERT OR IGNORE INTO bucket (name, created_ms) VALUES (?, ?)", arguments: [name, Millis.from(created)])
+                if db.changesCount > 0 { added.append(name) }
+            }
+            return added
+        }
+    }
+
+    static func requireBucket(_ db: Database, _ bucket: String) throws {
+        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [bucket]) == true else {
+            throw StoreError.noSuchBucket(bucket: bucket)
+        }
+    }
+
+    // MARK: Objects
+
+    /// The committed row; `noSuchKey`, or `noSuchBucket` when the bucket is missing too.
+    func object(bucket: String, key: String) async throws -> StoredObject {
+        try await lookup { db in
+            if let object = try Self.fetchObject(db, bucket, key) { return object }
+            try Self.requireBucket(db, bucket)
+            throw StoreError.noSuchKey(bucket: bucket, key: key)
+        }
+    }
+
+    /// The committed row, if any (no bucket check).
+    func currentObject(bucket: String, key: String) async throws -> StoredObject? {
+        try await lookup { db in try Self.fetchObject(db, bucket, key) }
+    }
+
+    /// Commits `object` in one transaction: the bucket must exist, `preconditions` hold against
+    /// the row as it is at that moment, and `check` (when given) accepts it. With `completing`,
+    /// the upload must still hold exactly the parts it read, and its rows are deleted. Returns
+    /// the file ids no row references any more (the replaced version's, the upload's parts').
+    func commitObject(
+        _ object: StoredObject, preconditions: WritePreconditions,
+        check: (@Sendable (ObjectInfo?) throws -> Void)? = nil, completing: CompletedUpload? = nil
+    ) async throws -> [String] {
+        try await write { db in
+            let info = object.info
+            try Self.requireBucket(db, info.bucket)
+            let current = try Self.fetchObject(db, info.bucket, info.key)
+            try preconditions.check(against: current?.info)
+            try check?(current?.info)
+            var obsolete: [String] = []
+            if let completing {
+                _ = try Self.fetchUpload(db, bucket: info.bucket, key: info.key, uploadID: completing.uploadID)
+                let parts = try Self.fetchParts(db, uploadID: completing.uploadID)
+                let now = Dictionary(uniqueKeysWithValues: parts.map { ($0.info.partNumber, $0.fileID) })
+                for (number, fileID) in completing.partFiles.sorted(by: { $0.key < $1.key }) where now[number] != fileID {
+                    throw StoreError.invalidPart(partNumber: number)
+                }
+                obsolete += try Self.deleteUpload(db, completing.uploadID)
+            }
+            try Self.insertObject(db, object)
+            if let current, current.fileID != object.fileID { obsolete.append(current.fileID) }
+            return obsolete
+        }
+    }
+
+    /// Commits an in-place append: the row must still name the same file at `previousSize`
+    /// (else the refusal `refusal` gives for the row found), and `preconditions` hold.
+    func commitAppend(
+        _ object: StoredObject, previousSize: Int64, preconditions: WritePreconditions,
+        refusal: @escaping @Sendable (ObjectInfo?) -> StoreError
+    ) async throws {
+        try await write { db in
+            let info = object.info
+            guard let row = try Self.fetchObject(db, info.bucket, info.key) else { throw refusal(nil) }
+            guard row.fileID == object.fileID, row.info.size == previousSize else { throw refusal(row.info) }
+            try preconditions.check(against: row.info)
+            try db.execute(
+                sql: "UPDATE object SET size = ?, etag = ?, last_modified_ms = ? WHERE bucket = ? AND key = ?",
+                arguments: [info.size, info.etag, Millis.from(info.lastModified), info.bucket, info.key.keyBlob]
+            )
+        }
+    }
+
+    /// Deletes the rows of `keys` that exist; returns their files.
+    func deleteObjects(bucket: String, keys: [String]) async throws -> [String] {
+        try await write { db in
+            try Self.requireBucket(db, bucket)
+            var obsolete: [String] = []
+            for key in keys {
+                if let current = try Self.fetchObject(db, bucket, key) {
+                    try db.execute(sql: "DELETE FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key.keyBlob])
+                    obsolete.append(current.fileID)
+                }
+            }
+            return obsolete
+        }
+    }
+
+    static let objectColumns = "bucket, key, size, etag, last_modified_ms, \(MetadataColumns.names), file_id, appendable"
+
+    static func fetchObject(_ db: Database, _ bucket: String, _ key: String) throws -> StoredObject? {
+        let statement = try db.cachedStatement(sql: "SELECT \(objectColumns) FROM object WHERE bucket = ? AND key = ?")
+        guard let row = try Row.fetchOne(statement, arguments: [bucket, key.keyBlob]) else { return nil }
+        let keyData: Data = row["key"]
+        let info = ObjectInfo(
+            bucket: row["bucket"], key: String(decoding: keyData, as: UTF8.self), size: row["size"], etag: row["etag"],
+            lastModified: Millis.date(row["last_modified_ms"]), metadata: try MetadataColumns.decode(row),
+            isAppendable: row["appendable"]
+        )
+        return StoredObject(info: info, fileID: row["file_id"])
+    }
+
+    static func insertObject(_ db: Database, _ object: StoredObject) throws {
+        let info = object.info
+        var arguments: [(any DatabaseValueConvertible)?] = [info.bucket, info.key.keyBlob, info.size, info.etag, Millis.from(info.lastModified)]
+        arguments += try MetadataColumns.arguments(info.metadata)
+        arguments += [object.fileID, info.isAppendable]
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO object (\(objectColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            arguments: StatementArguments(arguments)
+        )
+    }
+
+    // MARK: Listing
+
+    /// ListObjects v1/v2 over the index (`Listing` walks it): the page and the rows it read.
+    func listObjects(bucket: String, walk: ListWalk) async throws -> (ListResult, rowsScanned: Int) {
+        try await read { db in
+            try Self.requireBucket(db, bucket)
+            var scanned = 0
+            let result = try walk.run { cursor, limit in
+                var sql = "SELECT key, size, etag, last_modified_ms FROM object WHERE bucket = ? AND key \(cursor.inclusive ? ">=" : ">") ?"
+                var arguments: [(any DatabaseValueConvertible)?] = [bucket, Data(cursor.bound)]
+                if let upper = walk.upper {
+                    sql += " AND key < ?"
+                    arguments.append(Data(upper))
+                }
+                sql += " ORDER BY key LIMIT \(limit)"
+                // A lazy cursor: rows are stepped one at a time, so leaving the page at a common
+                // prefix costs only the rows actually read.
+                let rows = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(arguments))
+                return {
+                    guard let row = try rows.next() else { return nil }
+                    scanned += 1
+                    let keyData: Data = row["key"]
+                    return ([UInt8](keyData), { ObjectSummary(
+                        key: String(decoding: keyData, as: UTF8.self), size: row["size"], etag: row["etag"],
+                        lastModified: Millis.date(row["last_modified_ms"])
+                    ) })
+                }
+            }
+            return (result, scanned)
+        }
+    }
+}

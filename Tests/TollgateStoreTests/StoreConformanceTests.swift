@@ -1,0 +1,259 @@
+import Foundation
+import NIOCore
+import Testing
+import TollgateCrypto
+@testable import TollgateStore
+
+/// The two `ObjectStore`s, built with the same rules: the same checks run against both, so the
+/// in-memory twin the gateway tests use behaves like the store the server runs.
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
+    case local, memory
+
+    var testDescription: String { rawValue }
+
+    static let clock: @Sendable () -> Date = { Date(timeIntervalSince1970: 1_700_000_000.123) }
+
+    /// The store (and, for the local one, the sandbox that must outlive it).
+    func make(minimumPartSize: Int64 = 5, maxUploadsPerBucket: Int = 1000) throws -> (any ObjectStore, Sandbox?) {
+        switch self {
+        case .local:
+            let box = try Sandbox()
+            let store = try LocalObjectStore(configuration: .init(
+                directory: box.data, minimumPartSize: minimumPartSize, readChunkSize: 8, maxUploadsPerBucket: maxUploadsPerBucket,
+                now: Self.clock
+            ))
+            return (store, box)
+        case .memory:
+            return (MemoryObjectStore(minimumPartSize: minimumPartSize, maxUploadsPerBucket: maxUploadsPerBucket, now: Self.clock), nil)
+        }
+    }
+}
+
+private func body(_ string: String) -> Chunks { Chunks(string) }
+
+private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ range: ByteRange? = nil) async throws -> String {
+    try await string(store.getObject(bucket: bucket, key: key, range: range).body)
+}
+
+@Suite struct StoreConformanceTests {
+    @Test(arguments: StoreKind.allCases)
+    func buckets(kind: StoreKind) async throws {
+        let (store, box) = try kind.make()
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("zeta")
+        try await store.createBucket("alpha")
+        #expect(await storeError { try await store.createBucket("alpha") } == .bucketExists(bucket: "alpha"))
+        #expect(await storeError { try await store.createBucket("Bad_Name") } == .invalidBucketName(bucket: "Bad_Name"))
+        #expect(try await store.listBuckets().map(\.name) == ["alpha", "zeta"])
+        #expect(try await store.headBucket("alpha").creationDate == Date(timeIntervalSince1970: 1_700_000_000.123))
+        #expect(await storeError { _ = try await store.headBucket("nope") } == .noSuchBucket(bucket: "nope"))
+        _ = try await store.putObject(bucket: "alpha", key: "k", body: body("v"))
+        #expect(await storeError { try await store.deleteBucket("alpha") } == .bucketNotEmpty(bucket: "alpha"))
+        try await store.deleteObject(bucket: "alpha", key: "k")
+        let upload = try await store.createMultipartUpload(bucket: "alpha", key: "m", metadata: ObjectMetadata())
+        #expect(await storeError { try await store.deleteBucket("alpha") } == .bucketNotEmpty(bucket: "alpha"))
+        try await store.abortMultipartUpload(bucket: "alpha", key: "m", uploadID: upload.uploadID)
+        try await store.deleteBucket("alpha")
+        #expect(await storeError { try await store.deleteBucket("alpha") } == .noSuchBucket(bucket: "alpha"))
+        #expect(try await store.ensureBuckets(["zeta", "new-one"]) == ["new-one"])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func objectsRangesAndPreconditions(kind: StoreKind) async throws {
+        let (store, box) = try kind.make()
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("b-1")
+        let metadata = ObjectMetadata(contentType: "text/plain", cacheControl: "no-cache", userMetadata: ["Mixed-Case": "Value"])
+        let info = try await store.putObject(bucket: "b-1", key: "k", body: Chunks(["0123", "456789abcdef"].map { Array($0.utf8) }), metadata: metadata)
+        let etag = try quotedMD5(Array("0123456789abcdef".utf8))
+        #expect(info.etag == etag)
+        #expect(info.size == 16 && info.metadata == metadata && !info.isAppendable)
+        #expect(try await store.headObject(bucket: "b-1", key: "k") == info)
+        #expect(try await text(store, "b-1", "k") == "0123456789abcdef")
+        let cases: [(String, String, Range<Int64>)] = [("bytes=2-4", "234", 2..<5), ("bytes=10-", "abcdef", 10..<16),
+                                                       ("bytes=-3", "def", 13..<16), ("bytes=4-100", "456789abcdef", 4..<16)]
+        for (header, expected, range) in cases {
+            let read = try await store.getObject(bucket: "b-1", key: "k", range: ByteRange.parse(header))
+            #expect(read.isPartial && read.range == range && read.contentRange == "bytes \(range.lowerBound)-\(range.upperBound - 1)/16")
+            #expect(try await string(read.body) == expected, "\(header)")
+        }
+        #expect(await storeError { _ = try await store.getObject(bucket: "b-1", key: "k", range: .from(16)) } == .invalidRange(size: 16))
+        #expect(await storeError { _ = try await store.getObject(bucket: "b-1", key: "nope", range: nil) } == .noSuchKey(bucket: "b-1", key: "nope"))
+        #expect(await storeError { _ = try await store.headObject(bucket: "nope", key: "k") } == .noSuchBucket(bucket: "nope"))
+        #expect(await storeError { _ = try await store.putObject(bucket: "nope", key: "k", body: body("x")) } == .noSuchBucket(bucket: "nope"))
+        #expect(await storeError { _ = try await store.putObject(bucket: "b-1", key: "", body: body("x")) } == .emptyKey)
+        #expect(await storeError { _ = try await store.putObject(bucket: "b-1", key: String(repeating: "k", count: 1025), body: body("x")) } == .keyTooLong)
+
+        func put(_ content: String, _ preconditions: WritePreconditions) async -> StoreError? {
+            await storeError { _ = try await store.putObject(bucket: "b-1", key: "k", body: body(content), metadata: ObjectMetadata(), options: WriteOptions(preconditions: preconditions)) }
+        }
+        #expect(await put("x", WritePreconditions(ifNoneMatch: "*")) == .preconditionFailed)
+        #expect(await put("x", WritePreconditions(ifMatch: "\"0000\"")) == .preconditionFailed)
+        #expect(await put("second", WritePreconditions(ifMatch: info.etag)) == nil)
+        #expect(try await text(store, "b-1", "k") == "second")
+        #expect(await storeError { _ = try await store.putObject(bucket: "b-1", key: "new", body: body("x"), metadata: ObjectMetadata(), options: WriteOptions(preconditions: WritePreconditions(ifMatch: "*"))) } == .preconditionFailed)
+
+        let empty = try await store.putObject(bucket: "b-1", key: "empty", body: body(""))
+        #expect(empty.size == 0 && empty.etag == "\"d41d8cd98f00b204e9800998ecf8427e\"")
+        #expect(try await text(store, "b-1", "empty") == "")
+
+        let results = try await store.deleteObjects(bucket: "b-1", keys: ["k", "missing", ""])
+        #expect(results == [DeleteResult(key: "k", error: nil), DeleteResult(key: "missing", error: nil), DeleteResult(key: "", error: .emptyKey)])
+        #expect(await storeError { _ = try await store.headObject(bucket: "b-1", key: "k") } == .noSuchKey(bucket: "b-1", key: "k"))
+        try await store.deleteObject(bucket: "b-1", key: "never-existed")
+        #expect(await storeError { try await store.deleteObject(bucket: "nope", key: "k") } == .noSuchBucket(bucket: "nope"))
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func copies(kind: StoreKind) async throws {
+        let (store, box) = try kind.make()
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("src")
+        try await store.createBucket("dst")
+        let original = ObjectMetadata(contentType: "image/png", userMetadata: ["a": "1"])
+        let source = try await store.putObject(bucket: "src", key: "pic", body: body("PNGDATA-longer-than-a-chunk"), metadata: original)
+        let copied = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "copy"), metadata: nil, options: CopyOptions())
+        #expect(copied.metadata == original && copied.etag == source.etag)
+        #expect(try await text(store, "dst", "copy") == "PNGDATA-longer-than-a-chunk")
+        let replaced = ObjectMetadata(contentType: "text/plain")
+        _ = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "copy"), metadata: replaced, options: CopyOptions())
+        #expect(try await store.headObject(bucket: "dst", key: "copy").metadata == replaced)
+        struct Refused: Error {}
+        await #expect(throws: Refused.self) {
+            _ = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "other"), metadata: nil,
+                                           options: CopyOptions(checkSource: { _ in throw Refused() }))
+        }
+        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "copy"), metadata: nil, options: CopyOptions(preconditions: WritePreconditions(ifNoneMatch: "*"))) } == .preconditionFailed)
+        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "src", key: "gone"), to: .init(bucket: "dst", key: "x"), metadata: nil, options: CopyOptions()) } == .noSuchKey(bucket: "src", key: "gone"))
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func appends(kind: StoreKind) async throws {
+        let (store, box) = try kind.make()
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("logs")
+        func append(_ key: String, at position: Int64, _ content: String) async throws -> ObjectInfo {
+            try await store.appendObject(bucket: "logs", key: key, position: position, body: body(content), metadata: ObjectMetadata(contentType: "text/log"), options: WriteOptions())
+        }
+        #expect(await storeError { _ = try await append("a", at: 3, "x") } == .positionNotEqualToLength(next: 0))
+        #expect(await storeError { _ = try await append("a", at: -1, "x") } == .negativePosition)
+        let first = try await append("a", at: 0, "base")
+        let baseETag = try quotedMD5(Array("base".utf8))
+        #expect(first.isAppendable && first.nextAppendPosition == 4 && first.etag == baseETag)
+        let second = try await append("a", at: 4, "+more")
+        let chained = try Crypto.md5(Array(ETag.normalize(first.etag).utf8) + Crypto.md5(Array("+more".utf8)))
+        #expect(second.size == 9 && second.etag == "\"" + Hex.encode(chained) + "\"" && second.metadata.contentType == "text/log")
+        #expect(try await text(store, "logs", "a") == "base+more")
+        #expect(await storeError { _ = try await append("a", at: 4, "x") } == .positionNotEqualToLength(next: 9))
+        _ = try await store.putObject(bucket: "logs", key: "plain", body: body("p"))
+        #expect(await storeError { _ = try await append("plain", at: 1, "x") } == .objectNotAppendable)
+        #expect(await storeError { _ = try await append("plain", at: 0, "x") } == .objectNotAppendable)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func multipart(kind: StoreKind) async throws {
+        let (store, box) = try kind.make(minimumPartSize: 5, maxUploadsPerBucket: 2)
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("mpu")
+        let upload = try await store.createMultipartUpload(bucket: "mpu", key: "k", metadata: ObjectMetadata(contentType: "a/b"))
+        let id = upload.uploadID
+        func part(_ n: Int, _ content: String) async throws -> PartInfo {
+            try await store.uploadPart(bucket: "mpu", key: "k", uploadID: id, partNumber: n, body: body(content), options: WriteOptions())
+        }
+        func complete(_ parts: [CompletedPart]) async -> StoreError? {
+            await storeError { _ = try await store.completeMultipartUpload(bucket: "mpu", key: "k", uploadID: id, parts: parts, preconditions: .none, minimumPartSize: nil) }
+        }
+        let p1 = try await part(1, "abc")
+        let p2 = try await part(2, "defgh")
+        let p3 = try await part(3, "ij")
+        #expect(await storeError { _ = try await part(0, "x") } == .invalidPartNumber(0))
+        #expect(await storeError { _ = try await part(10_001, "x") } == .invalidPartNumber(10_001))
+        #expect(await storeError { _ = try await store.uploadPart(bucket: "mpu", key: "other", uploadID: id, partNumber: 1, body: body("x"), options: WriteOptions()) } == .noSuchUpload(uploadID: id))
+        let listed = try await store.listParts(bucket: "mpu", key: "k", uploadID: id, partNumberMarker: 1, maxParts: 1)
+        #expect(listed.parts == [p2] && listed.isTruncated && listed.nextPartNumberMarker == 2 && listed.upload == upload)
+        #expect(await complete([]) == .noPartsGiven)
+        #expect(await complete([.init(partNumber: 2, etag: p2.etag), .init(partNumber: 1, etag: p1.etag)]) == .invalidPartOrder)
+        #expect(await complete([.init(partNumber: 1, etag: p2.etag)]) == .invalidPart(partNumber: 1))
+        #expect(await complete([.init(partNumber: 1, etag: p1.etag), .init(partNumber: 2, etag: p2.etag)]) == .entityTooSmall(partNumber: 1))
+        _ = try await store.createMultipartUpload(bucket: "mpu", key: "k2", metadata: ObjectMetadata())
+        #expect(await storeError { _ = try await store.createMultipartUpload(bucket: "mpu", key: "k3", metadata: ObjectMetadata()) } == .tooManyUploads(bucket: "mpu", limit: 2))
+        let done = try await store.completeMultipartUpload(
+            bucket: "mpu", key: "k", uploadID: id, parts: [.init(partNumber: 2, etag: p2.etag), .init(partNumber: 3, etag: p3.etag)],
+            preconditions: .none, minimumPartSize: nil
+        )
+        #expect(done.etag.hasSuffix("-2\"") && done.size == 7 && done.metadata.contentType == "a/b")
+        #expect(try await text(store, "mpu", "k") == "defghij")
+        #expect(await complete([.init(partNumber: 2, etag: p2.etag)]) == .noSuchUpload(uploadID: id))
+        // The OSS override of the minimum part size.
+        let small = try await store.createMultipartUpload(bucket: "mpu", key: "s", metadata: ObjectMetadata())
+        let s1 = try await store.uploadPart(bucket: "mpu", key: "s", uploadID: small.uploadID, partNumber: 1, body: body("ab"), options: WriteOptions())
+        let s2 = try await store.uploadPartCopy(bucket: "mpu", key: "s", uploadID: small.uploadID, partNumber: 2, source: .init(bucket: "mpu", key: "k"), range: .closed(0, 2), options: CopyOptions())
+        _ = try await store.completeMultipartUpload(bucket: "mpu", key: "s", uploadID: small.uploadID, parts: [.init(partNumber: 1, etag: s1.etag), .init(partNumber: 2, etag: s2.etag)], preconditions: .none, minimumPartSize: 2)
+        #expect(try await text(store, "mpu", "s") == "abdef")
+    }
+
+    /// Listings of both stores agree on every page of a set of queries over the same keys.
+    @Test func listingsAgree() async throws {
+        let keys = ["a", "a/", "a/b", "a/b/c", "a/c", "a//d", "ab", "b/x", "b/y/z", "c", "é/1", "é/2", "z"]
+        var stores: [any ObjectStore] = []
+        var boxes: [Sandbox?] = []
+        for kind in StoreKind.allCases {
+            let (store, box) = try kind.make(maxUploadsPerBucket: 100)
+            try await store.createBucket("list")
+            for key in keys {
+                _ = try await store.putObject(bucket: "list", key: key, body: body(key))
+                _ = try await store.createMultipartUpload(bucket: "list", key: key, metadata: ObjectMetadata())
+            }
+            stores.append(store)
+            boxes.append(box)
+        }
+        defer { withExtendedLifetime(boxes) {} }
+        var queries: [ListQuery] = []
+        for prefix in ["", "a", "a/", "b/", "é", "zz"] {
+            for delimiter in [nil, "/", "b", "//"] {
+                for maxKeys in [0, 1, 2, 1000] {
+                    for startAfter in [nil, "a/", "a/b", "b"] {
+                        queries.append(ListQuery(prefix: prefix, delimiter: delimiter, startAfter: startAfter, maxKeys: maxKeys))
+                    }
+                }
+            }
+        }
+        for query in queries {
+            var pages: [[ListResult]] = []
+            for store in stores {
+                var all: [ListResult] = []
+                var next = query
+                while all.count < 20 {
+                    let page = try await store.listObjects(bucket: "list", query: next)
+                    all.append(page)
+                    guard page.isTruncated, let token = page.nextContinuationToken else { break }
+                    next.continuationToken = token
+                }
+                pages.append(all)
+            }
+            #expect(pages[0] == pages[1], "\(query)")
+        }
+        for prefix in ["", "a", "a/", "b/"] {
+            for delimiter in [nil, "/"] {
+                for maxUploads in [0, 1, 2, 1000] {
+                    for keyMarker in [nil, "a/", "a/b", "b"] {
+                        var walks: [[String]] = []
+                        for store in stores {
+                            var seen: [String] = []
+                            var query = ListUploadsQuery(prefix: prefix, delimiter: delimiter, keyMarker: keyMarker, maxUploads: maxUploads)
+                            for _ in 0..<20 {
+                                let page = try await store.listMultipartUploads(bucket: "list", query: query)
+                                seen += page.uploads.map(\.key) + page.commonPrefixes.map { "prefix:" + $0 } + ["truncated:\(page.isTruncated)"]
+                                guard page.isTruncated else { break }
+                                query.keyMarker = page.nextKeyMarker
+                                query.uploadIDMarker = page.nextUploadIDMarker
+                            }
+                            walks.append(seen)
+                        }
+                        #expect(walks[0] == walks[1], "\(prefix) \(String(describing: delimiter)) \(maxUploads) \(String(describing: keyMarker))")
+                    }
+                }
+            }
+        }
+    }
+}
