@@ -36,7 +36,8 @@ let package = Package(
         .target(name: "TollgateCrypto", dependencies: ["CLibCrypto"], swiftSettings: swiftSettings),
         // Pure cores: no sockets, no files, no clocks.
         .target(name: "TollgatePolicy", swiftSettings: swiftSettings),
-        .target(name: "TollgateToken", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
+        .target(name: "TollgateJSON", swiftSettings: swiftSettings),
+        .target(name: "TollgateToken", dependencies: ["TollgateCrypto", "TollgateJSON"], swiftSettings: swiftSettings),
         .target(name: "TollgateSignature", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         // Who an app user is: OIDC/JWT verification (jwt-kit), JWKS caching, role rules.
         .target(name: "TollgateIdentity", dependencies: [.product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
@@ -56,7 +57,8 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity",
+                "TollgateCrypto", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML",
+                "TollgateIdentity",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -75,7 +77,7 @@ let package = Package(
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer", "TollgateStore",
+                "TollgateServer", "TollgateStore", "TollgateJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
@@ -85,6 +87,7 @@ let package = Package(
         .executableTarget(name: "PolicyBench", dependencies: ["TollgatePolicy"], path: "bench/PolicyBench", swiftSettings: swiftSettings),
         .testTarget(name: "TollgateCryptoTests", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateJSONTests", dependencies: ["TollgateJSON"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateTokenTests", dependencies: ["TollgateToken", "TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature"], exclude: ["Fixtures/generate.py"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateIdentityTests", dependencies: ["TollgateIdentity", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),

@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import TollgateCrypto
+import TollgateJSON
 import TollgateSignature
 import TollgateToken
 

@@ -1,5 +1,6 @@
 import Hummingbird
 import NIOCore
+import TollgateJSON
 import TollgateToken
 
 /// The token endpoint's JSON, written by hand so that the field order is exactly the one the

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TollgateJSON
 import TollgateServer
 import TollgateToken
 
