@@ -11,9 +11,6 @@ extension HTTPField.Name {
     static let amzBucketRegion = Self("x-amz-bucket-region")!
     static let ossNextAppendPosition = Self("x-oss-next-append-position")!
     static let ossObjectType = Self("x-oss-object-type")!
-    static let ossHashCRC64 = Self("x-oss-hash-crc64ecma")!
     static let contentMD5 = Self("Content-MD5")!
-    static let amzContentSHA256 = Self("x-amz-content-sha256")!
-    static let amzDecodedContentLength = Self("x-amz-decoded-content-length")!
     static let expires = Self("Expires")!
 }
