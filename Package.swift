@@ -37,8 +37,9 @@ let package = Package(
         // Pure cores: no sockets, no files, no clocks.
         // Every date form on the wire (signature, HTTP, token, policy, log), parsed and formatted once.
         .target(name: "TollgateDates", swiftSettings: swiftSettings),
+        .target(name: "TollgateJSON", swiftSettings: swiftSettings),
         .target(name: "TollgatePolicy", dependencies: ["TollgateDates"], swiftSettings: swiftSettings),
-        .target(name: "TollgateToken", dependencies: ["TollgateCrypto", "TollgateDates"], swiftSettings: swiftSettings),
+        .target(name: "TollgateToken", dependencies: ["TollgateCrypto", "TollgateDates", "TollgateJSON"], swiftSettings: swiftSettings),
         .target(name: "TollgateSignature", dependencies: ["TollgateCrypto", "TollgateDates"], swiftSettings: swiftSettings),
         // Who an app user is: OIDC/JWT verification (jwt-kit), JWKS caching, role rules.
         .target(name: "TollgateIdentity", dependencies: [.product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
@@ -59,7 +60,7 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgateDates", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity",
+                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -78,7 +79,7 @@ let package = Package(
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer", "TollgateStore", "TollgateDates",
+                "TollgateServer", "TollgateStore", "TollgateDates", "TollgateJSON",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
@@ -89,6 +90,7 @@ let package = Package(
         .testTarget(name: "TollgateDatesTests", dependencies: ["TollgateDates"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateCryptoTests", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateJSONTests", dependencies: ["TollgateJSON"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateTokenTests", dependencies: ["TollgateToken", "TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature", "TollgateDates"], exclude: ["Fixtures/generate.py"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateIdentityTests", dependencies: ["TollgateIdentity", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),

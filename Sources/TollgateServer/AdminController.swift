@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import TollgateCrypto
 import TollgateDates
+import TollgateJSON
 import TollgateSignature
 import TollgateToken
 

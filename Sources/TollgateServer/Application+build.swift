@@ -6,8 +6,8 @@ import Logging
 import NIOCore
 import Prometheus
 import TollgateIdentity
+import TollgateJSON
 import TollgateStore
-import TollgateToken
 
 /// Everything a running Tollgate shares: the configuration in force, which a reload replaces,
 /// and what outlives reloads.

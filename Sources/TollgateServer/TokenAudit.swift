@@ -3,7 +3,7 @@ import Logging
 import NIOPosix
 import ServiceLifecycle
 import Synchronization
-import TollgateToken
+import TollgateJSON
 
 #if canImport(Glibc)
 import Glibc
@@ -44,13 +44,15 @@ public struct TokenAuditEntry: Sendable, Equatable, Codable {
 
     /// One JSON Lines record, newline included.
     var line: [UInt8] {
-        var bytes = Array(json.utf8)
+        var bytes = object.finishBytes()
         bytes.append(UInt8(ascii: "\n"))
         return bytes
     }
 
     /// The record as one JSON object, absent values as `null`.
-    public var json: String {
+    public var json: String { object.finish() }
+
+    private var object: JSONObjectWriter {
         var json = JSONObjectWriter(capacity: 256)
         json.add("time", time)
         json.add("subject", subject)
@@ -60,7 +62,7 @@ public struct TokenAuditEntry: Sendable, Equatable, Codable {
         json.add("expiration", expiration)
         json.add("via", via)
         json.add("client_address", clientAddress)
-        return json.finish()
+        return json
     }
 }
 

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import Metrics
 import NIOCore
+import Synchronization
 import TollgateDates
 import TollgateIdentity
 import TollgatePolicy
@@ -15,8 +16,9 @@ import TollgateToken
 /// token (`Authorization: Bearer`, `?access_token=`, or `access_token` in a form or JSON POST
 /// body); its verified identity decides the role and fills `${user}` and `${jwt:*}`.
 ///
-/// `TokenRoutes` makes one for each request, from the configuration in force when it arrives.
-struct TokenController: Sendable {
+/// `TokenRoutes` makes one for each configuration snapshot, when the first request under it
+/// arrives, and answers every request with the one of the configuration in force.
+final class TokenController: Sendable {
     let tokens: TokenService
     let lifetime: Int
     let policies: [String: Policy]
@@ -189,6 +191,7 @@ struct TokenController: Sendable {
     /// and the counter by role.
     func logIssued(_ issued: IssuedCredentials, issuer: String?, expiration: String? = nil, context: TollgateRequestContext, via: String) {
         let expiration = expiration ?? WireDate.iso8601(issued.claims.expiresAt)
+        let clientAddress = context.clientAddress
         context.logger.info(
             "token issued",
             metadata: [
@@ -198,12 +201,12 @@ struct TokenController: Sendable {
                 "token.access_key_id": .string(issued.accessKeyId),
                 "token.expiration": .string(expiration),
                 "token.via": .string(via),
-                "client.address": .string(context.clientAddress),
+                "client.address": .string(clientAddress),
             ]
         )
         audit?.record(TokenAuditEntry(
             time: WireDate.iso8601(issued.claims.issuedAt), subject: issued.claims.subject, issuer: issuer, role: issued.claims.role,
-            accessKeyId: issued.accessKeyId, expiration: expiration, via: via, clientAddress: context.clientAddress
+            accessKeyId: issued.accessKeyId, expiration: expiration, via: via, clientAddress: clientAddress
         ))
         metrics.issued[issued.claims.role].increment()
     }
@@ -229,8 +232,8 @@ struct TokenController: Sendable {
     }
 }
 
-/// The token endpoint's routes. Each request is answered by a `TokenController` made from the
-/// configuration in force when it arrives, read once.
+/// The token endpoint's routes. Each request is answered by the `TokenController` of the
+/// configuration in force when it arrives, read once; a controller is made once per snapshot.
 struct TokenRoutes: Sendable {
     static let paths: [RouterPath] = ["/", "/sts/getkey", "/sts/getsts"]
 
@@ -239,6 +242,12 @@ struct TokenRoutes: Sendable {
     let audit: TokenAuditLog?
     let clock: @Sendable () -> Date
     let metrics = TokenMetrics()
+    /// The controller of the latest snapshot a request arrived under.
+    private let latest = Latest()
+
+    final class Latest: Sendable {
+        let controller = Mutex<(snapshot: ConfigSnapshot, controller: TokenController)?>(nil)
+    }
 
     func addRoutes(to router: Router<TollgateRequestContext>) {
         for path in Self.paths {
@@ -248,8 +257,17 @@ struct TokenRoutes: Sendable {
     }
 
     @Sendable func issue(_ request: Request, context: TollgateRequestContext) async throws -> Response {
-        try await TokenController(live.current, revocations: revocations, audit: audit, clock: clock, metrics: metrics)
-            .issue(request, context: context)
+        try await controller(for: live.current).issue(request, context: context)
+    }
+
+    /// The controller of `snapshot`, made when the first request under it arrives.
+    func controller(for snapshot: ConfigSnapshot) -> TokenController {
+        latest.controller.withLock { cached in
+            if let cached, cached.snapshot === snapshot { return cached.controller }
+            let controller = TokenController(snapshot, revocations: revocations, audit: audit, clock: clock, metrics: metrics)
+            cached = (snapshot, controller)
+            return controller
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import Hummingbird
 import NIOCore
 import TollgateDates
+import TollgateJSON
 import TollgateToken
 
 /// The token endpoint's JSON, written by hand so that the field order is exactly the one the

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
+import TollgateJSON
 import TollgateServer
 import TollgateStore
-import TollgateToken
 
 /// `tollgate bucket list | create NAME | delete NAME`: bucket administration through the
 /// running gateway (see `GatewayClient` for why not through the store directly).

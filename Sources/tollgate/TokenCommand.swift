@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TollgateDates
+import TollgateJSON
 import TollgateServer
 import TollgateToken
 

@@ -8,11 +8,10 @@ import TollgateStore
 
 /// The gateway's refusals that need no signature: they must still answer in the caller's
 /// dialect, with a request id, and store nothing.
-private func withGateway(_ body: @Sendable (any TestClientProtocol, LocalObjectStore) async throws -> Void) async throws {
+private func withGateway(_ body: @Sendable (any TestClientProtocol, any ObjectStore) async throws -> Void) async throws {
     let fixture = try Fixture()
     defer { fixture.remove() }
-    let store = try LocalObjectStore(directory: fixture.directory + "/store")
-    try await store.ensureBuckets(["tollgate"])
+    let store = try await makeGatewayStore(buckets: ["tollgate"])
     let app = Application(responder: buildGatewayResponder(state: fixture.state, store: store))
     try await app.test(.router) { client in try await body(client, store) }
 }

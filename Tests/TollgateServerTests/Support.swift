@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Synchronization
+import TollgateStore
 @testable import TollgateServer
 
 /// Collects every log line (message and metadata) so tests can grep what the server logged.
@@ -33,7 +34,8 @@ final class CapturedLog: Sendable {
     }
 }
 
-/// A scratch directory with a config and policy files, removed by the caller.
+/// A scratch directory with a config and policy files, removed by the caller. `roles` adds
+/// role name → policy text beside the default role (the allow-all policy).
 struct Fixture {
     let directory: String
     let config: TollgateConfig
@@ -41,13 +43,18 @@ struct Fixture {
 
     static let allPolicy = #"{"Version":"1","Statement":[{"Effect":"Allow","Action":["oss:*"],"Resource":["acs:oss:*:*:*"]}]}"#
 
-    init(secret: String = "fixture-root-secret-0123456789abcdefghij", now: @escaping @Sendable () -> Date = { Date() }) throws {
+    init(secret: String = "fixture-root-secret-0123456789abcdefghij", roles: [String: String] = [:],
+         now: @escaping @Sendable () -> Date = { Date() }) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory + "/policy", withIntermediateDirectories: true)
         try Self.allPolicy.write(toFile: directory + "/policy/all_policy.txt", atomically: true, encoding: .utf8)
+        for (role, policy) in roles {
+            try policy.write(toFile: directory + "/policy/\(role).json", atomically: true, encoding: .utf8)
+        }
+        let roleFiles = roles.keys.sorted().map { "\"\($0)\": \"policy/\($0).json\"" }.joined(separator: ", ")
         let json = """
             {"AccessKeyID": "", "AccessKeySecret": "\(secret)", "RoleArn": "", "TokenExpireTime": "900",
-             "PolicyFile": "policy/all_policy.txt"}
+             "PolicyFile": "policy/all_policy.txt", "Roles": {\(roleFiles)}}
             """
         try json.write(toFile: directory + "/config.json", atomically: true, encoding: .utf8)
         config = try TollgateConfig.load(path: directory + "/config.json", environment: [:])
@@ -56,4 +63,13 @@ struct Fixture {
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: directory) }
+}
+
+/// The object store behind the gateway in `swift test`: the one place gateway tests make it,
+/// with `buckets` created. It is the in-memory twin, which proves that the gateway needs nothing
+/// of the local store but the `ObjectStore` protocol (the interop tests run the local store).
+func makeGatewayStore(buckets: [String]) async throws -> any ObjectStore {
+    let store = MemoryObjectStore()
+    _ = try await store.ensureBuckets(buckets)
+    return store
 }

@@ -95,7 +95,8 @@ struct Gateway: HTTPResponder, Sendable {
                 try? await context.channel.triggerUserOutboundEvent(ExpectContinueHandler.SendContinue())
             }
             var response = try await handle(call)
-            response.headers[dialect == .s3 ? HTTPField.Name.amzRequestID : HTTPField.Name.ossRequestID] = requestID
+            // No handler sets it: appended, not searched for.
+            response.headers.append(HTTPField(name: dialect == .s3 ? .amzRequestID : .ossRequestID, value: requestID))
             metrics.request(operation, dialect: dialect, status: Int(response.status.code), startedAt: start)
             return response
         } catch {

@@ -16,7 +16,7 @@ struct GatewayError: Error, Sendable {
     var message: String
     /// Extra elements after Message, in order.
     var details: [(String, String)] = []
-    /// Extra response headers (for example `Date` for RequestTimeTooSkewed).
+    /// Extra response headers (for example `Content-Range` for InvalidRange).
     var headers: HTTPFields = [:]
 
     init(_ status: HTTPResponse.Status, _ code: String, _ message: String, details: [(String, String)] = []) {

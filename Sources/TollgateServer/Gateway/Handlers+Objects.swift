@@ -30,8 +30,9 @@ extension Gateway {
         if let early = try conditionalResponse(call, info: read.info) { return early }
         var headers = objectHeaders(call, info: read.info)
         applyResponseOverrides(call, to: &headers)
-        headers[.contentLength] = String(read.contentLength)
-        if read.isPartial { headers[.contentRange] = read.contentRange }
+        // Neither is among the object's headers: appended, not searched for.
+        headers.append(HTTPField(name: .contentLength, value: String(read.contentLength)))
+        if read.isPartial { headers.append(HTTPField(name: .contentRange, value: read.contentRange)) }
         // A body already in memory goes out with its head in one write; larger ones stream.
         let sent = metrics.bytesSent(call.dialect)
         let body: ResponseBody

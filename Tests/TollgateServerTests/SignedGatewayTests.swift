@@ -1,0 +1,390 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+import TollgateCrypto
+import TollgateSignature
+import TollgateStore
+import TollgateToken
+@testable import TollgateServer
+
+// Signed requests through the gateway's front door: real STS credentials minted from the
+// fixture's token keys, signed as clients sign them (S3 SigV4 with the signer `GatewayClient`
+// uses, presigned S3 URLs, OSS V1), answered by the real gateway responder. Each refusal is
+// checked in the caller's dialect and against what the store then holds.
+
+/// The gateway's clock and the time of every signature, fixed so the signed dates are constants.
+private let now = Date(timeIntervalSince1970: 1_795_000_000)
+private let amzDate = "20261118T110640Z"
+private let httpDate = "Wed, 18 Nov 2026 11:06:40 GMT"
+private let region = "us-east-1"
+
+/// The role the tests' credentials carry: read, write and list in `tollgate`, delete only under
+/// `tmp/`, never read `secret/` (an explicit Deny), nothing at all in `private`.
+private let writerPolicy = """
+    {"Version": "1", "Statement": [
+      {"Effect": "Allow", "Action": ["oss:GetObject", "oss:PutObject", "oss:ListObjects"],
+       "Resource": ["acs:oss:*:*:tollgate", "acs:oss:*:*:tollgate/*"]},
+      {"Effect": "Allow", "Action": ["oss:DeleteObject"], "Resource": ["acs:oss:*:*:tollgate/tmp/*"]},
+      {"Effect": "Deny", "Action": ["oss:GetObject"], "Resource": ["acs:oss:*:*:tollgate/secret/*"]}
+    ]}
+    """
+
+/// A session policy that narrows the role to reading and listing.
+private let readOnlySessionPolicy = """
+    {"Version": "1", "Statement": [{"Effect": "Allow", "Action": ["oss:GetObject", "oss:ListObjects"],
+     "Resource": ["acs:oss:*:*:tollgate", "acs:oss:*:*:tollgate/*"]}]}
+    """
+
+/// One request before it is signed. Keys and queries here need no percent-encoding.
+private struct Unsigned {
+    var method: HTTPRequest.Method
+    var bucket: String
+    var key: String?
+    /// The raw query, without `?` (`delete`, `prefix=docs/`).
+    var query = ""
+    /// Further headers, lower-case names; all of them are signed.
+    var headers: [String: String] = [:]
+    var body: [UInt8] = []
+
+    init(_ method: HTTPRequest.Method, _ bucket: String, _ key: String? = nil, query: String = "",
+         headers: [String: String] = [:], body: String = "") {
+        self.method = method
+        self.bucket = bucket
+        self.key = key
+        self.query = query
+        self.headers = headers
+        self.body = Array(body.utf8)
+        if !body.isEmpty { self.headers["content-length"] = String(body.utf8.count) }
+    }
+
+    var path: String { "/" + bucket + (key.map { "/" + $0 } ?? "") }
+    var uri: String { query.isEmpty ? path : path + "?" + query }
+}
+
+/// The gateway under test, with its store and the token service of its configuration.
+private struct SignedGateway {
+    let client: any TestClientProtocol
+    let store: any ObjectStore
+    let tokens: TokenService
+
+    /// Temporary credentials for the `writer` role, as the token endpoint issues them.
+    func credentials(sessionPolicy: String? = nil, issuedAt: Date = now) throws -> IssuedCredentials {
+        try tokens.issue(subject: "alice", role: "writer", sessionPolicy: sessionPolicy, duration: 900, now: issuedAt)
+    }
+
+    /// Sends `request` signed in `dialect`'s header scheme (S3 SigV4, OSS V1); `tamper` changes
+    /// the signature's first character (to another of its alphabet, hex or base64).
+    @discardableResult
+    func send(_ request: Unsigned, _ dialect: Dialect, _ credentials: IssuedCredentials, tamper: Bool = false) async throws -> TestResponse {
+        var signed = try dialect == .s3 ? signS3(request, credentials) : signOSS(request, credentials)
+        if tamper, var authorization = signed[.authorization] {
+            let start = dialect == .s3
+                ? try #require(authorization.range(of: "Signature="))
+                : try #require(authorization.range(of: ":", options: .backwards))
+            let first = authorization[start.upperBound]
+            authorization.replaceSubrange(start.upperBound...start.upperBound, with: first == "0" ? "1" : "0")
+            signed[.authorization] = authorization
+        }
+        return try await client.execute(uri: request.uri, method: request.method, headers: signed,
+                                        body: request.body.isEmpty ? nil : ByteBuffer(bytes: request.body))
+    }
+
+    /// Keys in `bucket`, as the store lists them.
+    func keys(_ bucket: String) async throws -> [String] {
+        try await store.listObjects(bucket: bucket, query: ListQuery()).objects.map(\.key)
+    }
+
+    /// What the store holds at `bucket/key`.
+    func content(_ bucket: String, _ key: String) async throws -> String {
+        var bytes = ByteBuffer()
+        for try await buffer in try await store.getObject(bucket: bucket, key: key).body {
+            var buffer = buffer
+            bytes.writeBuffer(&buffer)
+        }
+        return String(buffer: bytes)
+    }
+
+    func seed(_ bucket: String, _ key: String, _ text: String) async throws {
+        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
+        writer.yield(ByteBuffer(string: text))
+        writer.finish()
+        _ = try await store.putObject(bucket: bucket, key: key, body: body)
+    }
+}
+
+private func withSignedGateway(_ body: @Sendable (SignedGateway) async throws -> Void) async throws {
+    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+    defer { fixture.remove() }
+    let store = try await makeGatewayStore(buckets: ["tollgate", "private"])
+    let tokens = fixture.state.snapshot.tokens
+    let app = Application(responder: buildGatewayResponder(state: fixture.state, store: store))
+    try await app.test(.router) { client in
+        try await body(SignedGateway(client: client, store: store, tokens: tokens))
+    }
+}
+
+// MARK: Signing, with the project's own signers
+
+/// Header-signed S3 SigV4 over the body's SHA-256, through `S3SigV4.authorization` (what
+/// `GatewayClient` signs with).
+private func signS3(_ request: Unsigned, _ credentials: IssuedCredentials) throws -> HTTPFields {
+    let payloadHash = Hex.encode(try Crypto.sha256(request.body))
+    var signed: SignatureHeaders = [
+        "host": "localhost", "x-amz-date": amzDate, "x-amz-content-sha256": payloadHash,
+        "x-amz-security-token": credentials.securityToken,
+    ]
+    for (name, value) in request.headers { signed.add(name: name, value: value) }
+    let authorization = try S3SigV4.authorization(
+        method: request.method.rawValue, rawPath: request.path, rawQuery: request.query, headers: signed, payloadHash: payloadHash,
+        accessKeyId: credentials.accessKeyId, secret: credentials.accessKeySecret, region: region, timestamp: amzDate)
+    return fields(signed, authorization: authorization)
+}
+
+/// OSS V1: `OSS id:base64(HMAC-SHA1(secret, string to sign))`, the string from `OSSSignature`.
+private func signOSS(_ request: Unsigned, _ credentials: IssuedCredentials) throws -> HTTPFields {
+    var signed: SignatureHeaders = ["host": "localhost", "date": httpDate, "x-oss-security-token": credentials.securityToken]
+    for (name, value) in request.headers { signed.add(name: name, value: value) }
+    let stringToSign = OSSSignature.stringToSignV1(method: request.method.rawValue, headers: signed, date: httpDate,
+                                                   bucket: request.bucket, key: request.key, rawQuery: request.query)
+    let signature = try Crypto.hmacSHA1(key: Array(credentials.accessKeySecret.utf8), data: Array(stringToSign.utf8))
+    return fields(signed, authorization: "OSS \(credentials.accessKeyId):\(Base64.encode(signature))")
+}
+
+/// A presigned S3 GET URL (path and query): the query's parameters signed with
+/// `S3SigV4.authorization` over `UNSIGNED-PAYLOAD`, its signature appended as `X-Amz-Signature`.
+private func presignS3(_ request: Unsigned, _ credentials: IssuedCredentials, expires: Int = 300) throws -> String {
+    let credential = "\(credentials.accessKeyId)%2F\(amzDate.prefix(8))%2F\(region)%2Fs3%2Faws4_request"
+    let query = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=\(credential)&X-Amz-Date=\(amzDate)&X-Amz-Expires=\(expires)"
+        + "&X-Amz-Security-Token=\(credentials.securityToken)&X-Amz-SignedHeaders=host"
+    let authorization = try S3SigV4.authorization(
+        method: request.method.rawValue, rawPath: request.path, rawQuery: query, headers: ["host": "localhost"],
+        payloadHash: S3PayloadMode.unsignedPayload, accessKeyId: credentials.accessKeyId, secret: credentials.accessKeySecret,
+        region: region, timestamp: amzDate)
+    let signature = try #require(authorization.split(separator: "=").last)
+    return request.path + "?" + query + "&X-Amz-Signature=" + signature
+}
+
+private func fields(_ signed: SignatureHeaders, authorization: String) -> HTTPFields {
+    var fields = HTTPFields()
+    // Host travels as the request's authority (`localhost` in router tests).
+    for field in signed.fields where field.name != "host" {
+        fields.append(HTTPField(name: HTTPField.Name(field.name)!, value: field.value))
+    }
+    fields[.authorization] = authorization
+    return fields
+}
+
+// MARK: Checks
+
+/// A refusal in the caller's dialect: status, code, the dialect's request id header (and not
+/// the other's), S3's `Resource`, and no body for HEAD.
+private func expectError(_ response: TestResponse, _ dialect: Dialect, status: HTTPResponse.Status, code: String,
+                         head: Bool = false, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(response.status == status, sourceLocation: sourceLocation)
+    #expect(response.headers[dialect == .s3 ? .amzRequestID : .ossRequestID] != nil, sourceLocation: sourceLocation)
+    #expect(response.headers[dialect == .s3 ? .ossRequestID : .amzRequestID] == nil, sourceLocation: sourceLocation)
+    let body = String(buffer: response.body)
+    if head {
+        #expect(body.isEmpty, sourceLocation: sourceLocation)
+        return
+    }
+    #expect(body.contains("<Code>\(code)</Code>"), "\(body)", sourceLocation: sourceLocation)
+    #expect(body.contains("<Resource>") == (dialect == .s3), "\(body)", sourceLocation: sourceLocation)
+}
+
+private func deleteBody(_ keys: [String]) -> String {
+    "<Delete><Quiet>false</Quiet>" + keys.map { "<Object><Key>\($0)</Key></Object>" }.joined() + "</Delete>"
+}
+
+private func contentMD5(_ body: String) throws -> String {
+    Base64.encode(try Crypto.md5(Array(body.utf8)))
+}
+
+// MARK: Tests
+
+@Test("the role's grants: PUT, GET, HEAD, List and DELETE succeed and change the store", arguments: [Dialect.s3, .oss])
+func roleGrantsReachTheStore(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials()
+        let put = try await gateway.send(Unsigned(.put, "tollgate", "docs/a.txt", headers: ["content-type": "text/plain"], body: "hello"),
+                                         dialect, credentials)
+        #expect(put.status == .ok, "\(String(buffer: put.body))")
+        #expect(try await gateway.content("tollgate", "docs/a.txt") == "hello")
+
+        let get = try await gateway.send(Unsigned(.get, "tollgate", "docs/a.txt"), dialect, credentials)
+        #expect(get.status == .ok)
+        #expect(String(buffer: get.body) == "hello")
+        #expect(get.headers[.contentType] == "text/plain")
+
+        let head = try await gateway.send(Unsigned(.head, "tollgate", "docs/a.txt"), dialect, credentials)
+        #expect(head.status == .ok)
+        #expect(head.headers[.contentLength] == "5")
+
+        let list = try await gateway.send(Unsigned(.get, "tollgate", query: "prefix=docs%2F"), dialect, credentials)
+        #expect(list.status == .ok)
+        #expect(String(buffer: list.body).contains("<Key>docs/a.txt</Key>"))
+
+        try await gateway.seed("tollgate", "tmp/t.txt", "scratch")
+        let delete = try await gateway.send(Unsigned(.delete, "tollgate", "tmp/t.txt"), dialect, credentials)
+        #expect(delete.status == .noContent)
+        #expect(try await gateway.keys("tollgate") == ["docs/a.txt"])
+    }
+}
+
+@Test("what the role does not grant is AccessDenied in the caller's dialect, and the store is unchanged", arguments: [Dialect.s3, .oss])
+func roleRefusalsLeaveTheStoreAlone(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials()
+        try await gateway.seed("tollgate", "secret/s.txt", "classified")
+        try await gateway.seed("tollgate", "docs/keep.txt", "kept")
+        try await gateway.seed("private", "p.txt", "private")
+
+        // No grant at all in `private`: writing, reading and listing there.
+        expectError(try await gateway.send(Unsigned(.put, "private", "x.txt", body: "intruder"), dialect, credentials),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        expectError(try await gateway.send(Unsigned(.get, "private", "p.txt"), dialect, credentials),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        expectError(try await gateway.send(Unsigned(.get, "private"), dialect, credentials),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        #expect(try await gateway.keys("private") == ["p.txt"])
+
+        // An explicit Deny beats the bucket-wide Allow, for GET and HEAD.
+        let get = try await gateway.send(Unsigned(.get, "tollgate", "secret/s.txt"), dialect, credentials)
+        expectError(get, dialect, status: .forbidden, code: "AccessDenied")
+        #expect(!String(buffer: get.body).contains("classified"))
+        expectError(try await gateway.send(Unsigned(.head, "tollgate", "secret/s.txt"), dialect, credentials),
+                    dialect, status: .forbidden, code: "AccessDenied", head: true)
+
+        // Deleting is granted only under tmp/.
+        expectError(try await gateway.send(Unsigned(.delete, "tollgate", "docs/keep.txt"), dialect, credentials),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        #expect(try await gateway.keys("tollgate") == ["docs/keep.txt", "secret/s.txt"])
+        #expect(try await gateway.content("tollgate", "docs/keep.txt") == "kept")
+    }
+}
+
+@Test("a session policy narrows the role: what the role allows, the session policy can still refuse", arguments: [Dialect.s3, .oss])
+func sessionPolicyNarrowsTheRole(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let narrowed = try gateway.credentials(sessionPolicy: readOnlySessionPolicy)
+        try await gateway.seed("tollgate", "docs/a.txt", "hello")
+        try await gateway.seed("tollgate", "tmp/t.txt", "scratch")
+
+        let get = try await gateway.send(Unsigned(.get, "tollgate", "docs/a.txt"), dialect, narrowed)
+        #expect(get.status == .ok)
+        #expect(String(buffer: get.body) == "hello")
+
+        expectError(try await gateway.send(Unsigned(.put, "tollgate", "docs/b.txt", body: "new"), dialect, narrowed),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        expectError(try await gateway.send(Unsigned(.delete, "tollgate", "tmp/t.txt"), dialect, narrowed),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        #expect(try await gateway.keys("tollgate") == ["docs/a.txt", "tmp/t.txt"])
+
+        // The same PUT with the role alone is allowed: the session policy made the difference.
+        let put = try await gateway.send(Unsigned(.put, "tollgate", "docs/b.txt", body: "new"), dialect, try gateway.credentials())
+        #expect(put.status == .ok)
+        #expect(try await gateway.content("tollgate", "docs/b.txt") == "new")
+    }
+}
+
+@Test("CopyObject needs read on its source: a denied source is 403 and the target is not written", arguments: [Dialect.s3, .oss])
+func copyWithADeniedSourceWritesNothing(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials()
+        try await gateway.seed("tollgate", "docs/a.txt", "hello")
+        try await gateway.seed("tollgate", "secret/s.txt", "classified")
+        try await gateway.seed("private", "p.txt", "private")
+        let header = dialect == .s3 ? "x-amz-copy-source" : "x-oss-copy-source"
+
+        for source in ["/tollgate/secret/s.txt", "/private/p.txt"] {
+            let copy = try await gateway.send(Unsigned(.put, "tollgate", "docs/copy.txt", headers: [header: source]), dialect, credentials)
+            expectError(copy, dialect, status: .forbidden, code: "AccessDenied")
+        }
+        #expect(try await gateway.keys("tollgate") == ["docs/a.txt", "secret/s.txt"])
+
+        // A readable source copies.
+        let copy = try await gateway.send(Unsigned(.put, "tollgate", "docs/copy.txt", headers: [header: "/tollgate/docs/a.txt"]), dialect, credentials)
+        #expect(copy.status == .ok)
+        #expect(String(buffer: copy.body).contains("<CopyObjectResult"))
+        #expect(try await gateway.content("tollgate", "docs/copy.txt") == "hello")
+    }
+}
+
+@Test("DeleteObjects authorizes each key: allowed keys are deleted, denied keys are AccessDenied errors and stay", arguments: [Dialect.s3, .oss])
+func deleteObjectsDeniesPerKey(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials()
+        for key in ["tmp/a", "tmp/b", "docs/c", "secret/d"] { try await gateway.seed("tollgate", key, key) }
+        let body = deleteBody(["tmp/a", "docs/c", "tmp/b", "secret/d"])
+        let response = try await gateway.send(
+            Unsigned(.post, "tollgate", query: "delete", headers: ["content-md5": try contentMD5(body), "content-type": "application/xml"], body: body),
+            dialect, credentials)
+        #expect(response.status == .ok)
+        let result = String(buffer: response.body)
+        for key in ["tmp/a", "tmp/b"] {
+            #expect(result.contains("<Deleted><Key>\(key)</Key></Deleted>"), "\(result)")
+        }
+        for key in ["docs/c", "secret/d"] {
+            #expect(result.contains("<Error><Key>\(key)</Key><Code>AccessDenied</Code>"), "\(result)")
+            #expect(!result.contains("<Deleted><Key>\(key)</Key>"))
+        }
+        #expect(try await gateway.keys("tollgate") == ["docs/c", "secret/d"])
+
+        // Where no key could be deleted, the request is refused whole, before its body is read.
+        try await gateway.seed("private", "p.txt", "private")
+        let privateBody = deleteBody(["p.txt"])
+        let refused = try await gateway.send(
+            Unsigned(.post, "private", query: "delete", headers: ["content-md5": try contentMD5(privateBody)], body: privateBody),
+            dialect, credentials)
+        expectError(refused, dialect, status: .forbidden, code: "AccessDenied")
+        #expect(try await gateway.keys("private") == ["p.txt"])
+    }
+}
+
+@Test("a presigned GET is authorized like a header-signed one; a tampered one is refused")
+func presignedGetIsAuthorized() async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials()
+        try await gateway.seed("tollgate", "docs/a.txt", "hello")
+        try await gateway.seed("tollgate", "secret/s.txt", "classified")
+
+        let allowed = try await gateway.client.execute(uri: try presignS3(Unsigned(.get, "tollgate", "docs/a.txt"), credentials), method: .get)
+        #expect(allowed.status == .ok)
+        #expect(String(buffer: allowed.body) == "hello")
+
+        let denied = try await gateway.client.execute(uri: try presignS3(Unsigned(.get, "tollgate", "secret/s.txt"), credentials), method: .get)
+        expectError(denied, .s3, status: .forbidden, code: "AccessDenied")
+        #expect(!String(buffer: denied.body).contains("classified"))
+
+        let url = try presignS3(Unsigned(.get, "tollgate", "docs/a.txt"), credentials)
+        let tampered = String(url.dropLast()) + (url.hasSuffix("0") ? "1" : "0")
+        expectError(try await gateway.client.execute(uri: tampered, method: .get), .s3, status: .forbidden, code: "SignatureDoesNotMatch")
+    }
+}
+
+@Test("a tampered signature is refused and nothing is stored", arguments: [Dialect.s3, .oss])
+func tamperedSignatureStoresNothing(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let response = try await gateway.send(Unsigned(.put, "tollgate", "docs/t.txt", body: "forged"), dialect, try gateway.credentials(), tamper: true)
+        expectError(response, dialect, status: .forbidden, code: "SignatureDoesNotMatch")
+        #expect(try await gateway.keys("tollgate") == [])
+    }
+}
+
+@Test("an expired token is refused with the dialect's code and nothing is stored", arguments: [Dialect.s3, .oss])
+func expiredTokenStoresNothing(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        // Issued an hour ago for 15 minutes; the request itself is signed now.
+        let expired = try gateway.credentials(issuedAt: now.addingTimeInterval(-3600))
+        let response = try await gateway.send(Unsigned(.put, "tollgate", "docs/t.txt", body: "late"), dialect, expired)
+        if dialect == .s3 {
+            expectError(response, .s3, status: .badRequest, code: "ExpiredToken")
+        } else {
+            expectError(response, .oss, status: .forbidden, code: "SecurityTokenExpired")
+        }
+        #expect(try await gateway.keys("tollgate") == [])
+    }
+}
