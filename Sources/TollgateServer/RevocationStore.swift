@@ -1,4 +1,5 @@
 import Foundation
+import NIOPosix
 import Synchronization
 import TollgateToken
 
@@ -89,14 +90,14 @@ public final class RevocationStore: Sendable {
         return entry
     }
 
-    /// `revoke` on a thread of its own, so the file I/O does not hold an event loop or the
-    /// cooperative pool.
+    /// `revoke` on NIO's shared, bounded thread pool (the server's one place for blocking file
+    /// work outside the object store, as the token audit file), so the file I/O holds neither an
+    /// event loop nor the cooperative pool. Should the pool refuse the job, it runs here.
     public func revokeOffloaded(_ kind: RevocationKind, _ value: String, now: Date) async throws(RevocationStoreError) -> Revocation {
-        let result: Result<Revocation, RevocationStoreError> = await withCheckedContinuation { continuation in
-            DispatchQueue.global(qos: .utility).async {
-                continuation.resume(returning: Result { () throws(RevocationStoreError) in try self.revoke(kind, value, now: now) })
-            }
+        let attempt = { @Sendable () -> Result<Revocation, RevocationStoreError> in
+            Result { () throws(RevocationStoreError) in try self.revoke(kind, value, now: now) }
         }
+        let result = (try? await NIOThreadPool.singleton.runIfActive(attempt)) ?? attempt()
         return try result.get()
     }
 
