@@ -67,19 +67,7 @@ extension LocalObjectStore {
         let writer = try FileWriter(path: try layout.objectPath(current.fileID), mode: .append(at: position), fault: configuration.writeFault)
         let appended: (size: Int64, md5: [UInt8])
         do {
-            var batch: [ByteBuffer] = []
-            var batched = 0
-            for try await buffer in body {
-                batch.append(buffer)
-                batched += buffer.readableBytes
-                if batched >= Self.writeBatchSize {
-                    let full = batch
-                    batch.removeAll(keepingCapacity: true)
-                    batched = 0
-                    try await io.run { try writer.write(full) }
-                }
-            }
-            let last = batch
+            let last = try await writeBatches(body, to: writer)
             appended = try await io.run {
                 try writer.write(last)
                 return try writer.finish()

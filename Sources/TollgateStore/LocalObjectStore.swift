@@ -180,19 +180,7 @@ public final class LocalObjectStore: ObjectStore {
         let id = try StorageLayout.newID()
         let writer = try FileWriter(path: layout.tmpPath(id), mode: .create, fault: configuration.writeFault)
         do {
-            var batch: [ByteBuffer] = []
-            var batched = 0
-            for try await buffer in body {
-                batch.append(buffer)
-                batched += buffer.readableBytes
-                if batched >= Self.writeBatchSize {
-                    let full = batch
-                    batch.removeAll(keepingCapacity: true)
-                    batched = 0
-                    try await io.run { try writer.write(full) }
-                }
-            }
-            let (last, layout) = (batch, self.layout)
+            let (last, layout) = (try await writeBatches(body, to: writer), self.layout)
             let (size, md5) = try await io.run {
                 try writer.write(last)
                 let written = try writer.finish()
@@ -252,6 +240,26 @@ public final class LocalObjectStore: ObjectStore {
         guard let (file, first) = opened else { return nil }
         if range.count <= chunkSize { return ObjectBody(first) }
         return ObjectBody(FileChunks(file: file, first: first, range: range, chunkSize: chunkSize, io: io))
+    }
+
+    /// Writes `body` to `writer` in batches of `writeBatchSize`, one pool job per batch, and
+    /// returns the last, partial batch for the caller's final job (which also finishes the file).
+    func writeBatches<Body: AsyncSequence>(
+        _ body: Body, to writer: FileWriter
+    ) async throws -> [ByteBuffer] where Body.Element == ByteBuffer {
+        var batch: [ByteBuffer] = []
+        var batched = 0
+        for try await buffer in body {
+            batch.append(buffer)
+            batched += buffer.readableBytes
+            if batched >= Self.writeBatchSize {
+                let full = batch
+                batch.removeAll(keepingCapacity: true)
+                batched = 0
+                try await io.run { try writer.write(full) }
+            }
+        }
+        return batch
     }
 
     /// Commits a published file as `bucket/key`, then deletes the replaced version's file (and,
