@@ -90,9 +90,11 @@ func idleTimeout(_ config: TollgateConfig) -> TimeAmount {
     .seconds(Int64(config.idleTimeoutSeconds))
 }
 
-/// The object gateway's responder (port 9000).
-public func buildGatewayResponder(state: TollgateState, store: any ObjectStore) -> some HTTPResponder<TollgateRequestContext> {
-    Gateway(store: store, live: state.live, revocations: state.revocations, tls: state.snapshot.config.gatewayTLS != nil, clock: state.clock)
+/// The object gateway's responder (port 9000). `sendsFiles`: the connections it answers have a
+/// `FileSendHandler` (plain TCP), so file-backed bodies go out with sendfile.
+public func buildGatewayResponder(state: TollgateState, store: any ObjectStore, sendsFiles: Bool = false) -> some HTTPResponder<TollgateRequestContext> {
+    Gateway(store: store, live: state.live, revocations: state.revocations, tls: state.snapshot.config.gatewayTLS != nil,
+            sendsFiles: sendsFiles, clock: state.clock)
 }
 
 /// The object gateway as a Hummingbird application; HTTPS when `certificates` (the config's
@@ -100,11 +102,18 @@ public func buildGatewayResponder(state: TollgateState, store: any ObjectStore) 
 public func buildGatewayApplication(state: TollgateState, store: any ObjectStore, certificates: TLSCertificates?,
                                     logger: Logger) throws -> some ApplicationProtocol {
     let config = state.snapshot.config
+    // TLS encrypts in user space: files are sent with sendfile on plain TCP only.
+    let sendsFiles = certificates == nil
     return Application(
-        responder: buildGatewayResponder(state: state, store: store),
+        responder: buildGatewayResponder(state: state, store: store, sendsFiles: sendsFiles),
         // TLS sits below HTTP: ExpectContinueHandler sees decrypted HTTP parts, as without TLS.
-        server: try httpServer(.http1(configuration: .init(additionalChannelHandlers: [ExpectContinueHandler()], idleTimeout: idleTimeout(config))),
-                           certificates: certificates),
+        server: try httpServer(
+            .http1(configuration: .init(
+                additionalChannelHandlers: sendsFiles ? [ExpectContinueHandler(), FileSendHandler()] : [ExpectContinueHandler()],
+                idleTimeout: idleTimeout(config)
+            )),
+            certificates: certificates
+        ),
         configuration: .init(address: .hostname(config.gatewayAddress, port: config.gatewayPort), serverName: "tollgate"),
         logger: logger
     )

@@ -203,15 +203,12 @@ struct StorageLayout: Sendable {
 }
 
 /// The bytes of a range of an open file, read in chunks of `chunkSize` on `BlockingIO` as they
-/// are consumed, after a first chunk read when the file was opened. Each iteration reads the
-/// range afresh with `pread`, so the sequence can be iterated more than once; the file stays
-/// open as long as the sequence or an iterator exists.
+/// are consumed. Each iteration reads the range afresh with `pread`, so the sequence can be
+/// iterated more than once; the file stays open as long as the sequence or an iterator exists.
 struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
 
     let file: FileDescriptor
-    /// The bytes at `range.lowerBound`, already read.
-    let first: ByteBuffer
     let range: Range<Int64>
     let chunkSize: Int
     let io: BlockingIO
@@ -237,16 +234,81 @@ struct FileChunks: AsyncSequence, Sendable {
 
         mutating func next() async throws -> ByteBuffer? {
             guard offset < chunks.range.upperBound else { return nil }
-            if offset == chunks.range.lowerBound {
-                offset += Int64(chunks.first.readableBytes)
-                return chunks.first
-            }
             try Task.checkCancellation()
             let count = Int(Swift.min(Int64(chunks.chunkSize), chunks.range.upperBound - offset))
             let (file, at) = (chunks.file, offset)
             let buffer = try await chunks.io.run { try FileChunks.read(file, at: at, count: count) }
             offset += Int64(count)
             return buffer
+        }
+    }
+}
+
+/// A range of an open file whose pages were in the page cache when it was checked: a sender
+/// can pass it to the kernel (`sendfile`) without reading it, and without the kernel waiting on
+/// the disk. The file stays open as long as the span exists.
+public struct FileSpan: Sendable {
+    let file: FileDescriptor
+    public let range: Range<Int64>
+
+    /// The open descriptor, valid while this span exists; positional use only (no seeking).
+    public var descriptor: Int32 { file.fd }
+}
+
+/// One piece of a file-backed body: a span of cached pages to send as is, or bytes read from the
+/// disk because they were not cached (reading them is what caches them).
+public enum FileSegment: Sendable {
+    case cached(FileSpan)
+    case bytes(ByteBuffer)
+}
+
+/// A range of an open file as `FileSegment`s of up to `segmentSize` bytes, each decided by one
+/// `BlockingIO` job: `mincore` says whether the segment's pages are cached; if not, the job reads
+/// them. So whoever sends the segments never waits on the disk outside the pool.
+public struct FileSegments: AsyncSequence, Sendable {
+    public typealias Element = FileSegment
+
+    let file: FileDescriptor
+    let range: Range<Int64>
+    let segmentSize: Int
+    let io: BlockingIO
+
+    private static let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// Whether every page of `range` is in the page cache. Blocking (mmap, mincore, munmap).
+    static func isCached(_ file: FileDescriptor, _ range: Range<Int64>) -> Bool {
+        let start = range.lowerBound / pageSize * pageSize
+        let length = Int(range.upperBound - start)
+        guard length > 0, let map = mmap(nil, length, PROT_READ, MAP_SHARED, file.fd, off_t(start)), map != MAP_FAILED else {
+            return false
+        }
+        defer { munmap(map, length) }
+        let pages = (length + Int(pageSize) - 1) / Int(pageSize)
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: pages) { vector in
+            guard mincore(map, length, vector.baseAddress!) == 0 else { return false }
+            return vector.allSatisfy { $0 & 1 == 1 }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(segments: self, offset: range.lowerBound)
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let segments: FileSegments
+        var offset: Int64
+
+        public mutating func next() async throws -> FileSegment? {
+            guard offset < segments.range.upperBound else { return nil }
+            try Task.checkCancellation()
+            let piece = offset..<Swift.min(offset + Int64(segments.segmentSize), segments.range.upperBound)
+            let file = segments.file
+            let segment = try await segments.io.run { () throws(StoreError) -> FileSegment in
+                if FileSegments.isCached(file, piece) { return .cached(FileSpan(file: file, range: piece)) }
+                return .bytes(try FileChunks.read(file, at: piece.lowerBound, count: piece.count))
+            }
+            offset = piece.upperBound
+            return segment
         }
     }
 }

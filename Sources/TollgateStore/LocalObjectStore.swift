@@ -35,6 +35,8 @@ public final class LocalObjectStore: ObjectStore {
         public var minimumPartSize: Int64
         /// Size of the buffers `getObject` streams; a range up to this size is read in one go.
         public var readChunkSize: Int
+        /// The largest piece of a file-backed body handed out as one `FileSegment`.
+        public var sendSegmentSize: Int
         /// Object rows kept in memory for GET and HEAD (0: none).
         public var cachedObjects: Int
         /// In-progress multipart uploads a bucket may hold (`tooManyUploads` beyond), at first;
@@ -52,6 +54,7 @@ public final class LocalObjectStore: ObjectStore {
 
         public init(
             directory: String, minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024,
+            sendSegmentSize: Int = 2 * 1024 * 1024,
             cachedObjects: Int = 8192, maxUploadsPerBucket: Int = 1000, ioThreads: Int = 8,
             now: @escaping @Sendable () -> Date = { Date() },
             storageFullChanged: (@Sendable (_ full: Bool, _ detail: String) -> Void)? = nil,
@@ -60,6 +63,7 @@ public final class LocalObjectStore: ObjectStore {
             self.directory = directory
             self.minimumPartSize = minimumPartSize
             self.readChunkSize = readChunkSize
+            self.sendSegmentSize = sendSegmentSize
             self.cachedObjects = cachedObjects
             self.maxUploadsPerBucket = maxUploadsPerBucket
             self.ioThreads = ioThreads
@@ -221,25 +225,29 @@ public final class LocalObjectStore: ObjectStore {
         }.value
     }
 
-    /// Opens the object file and reads the first chunk of `range` in one job (a range up to
-    /// `readChunkSize`: all of it, and the file is closed before the response starts); nil
-    /// when the file is gone (replaced or deleted since its row was read).
+    /// Opens the object file in one job, and reads `range` in the same job when it is at most
+    /// `readChunkSize` (the file is then closed before the response starts); a larger range is
+    /// read, or handed out as file segments, as the body is consumed. Nil when the file is gone
+    /// (replaced or deleted since its row was read).
     func openBody(_ fileID: String, range: Range<Int64>) async throws -> ObjectBody? {
         let path = try layout.objectPath(fileID)
         let chunkSize = configuration.readChunkSize
-        let opened: (FileDescriptor, ByteBuffer)? = try await io.run {
+        let opened: (FileDescriptor, ByteBuffer?)? = try await io.run {
             let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
             if fd < 0 {
                 if errno == ENOENT { return nil }
                 throw Posix.failure("open")
             }
             let file = FileDescriptor(fd)
-            let count = Int(Swift.min(Int64(chunkSize), Int64(range.count)))
-            return (file, try FileChunks.read(file, at: range.lowerBound, count: count))
+            guard range.count <= chunkSize else { return (file, nil) }
+            return (file, try FileChunks.read(file, at: range.lowerBound, count: range.count))
         }
-        guard let (file, first) = opened else { return nil }
-        if range.count <= chunkSize { return ObjectBody(first) }
-        return ObjectBody(FileChunks(file: file, first: first, range: range, chunkSize: chunkSize, io: io))
+        guard let (file, whole) = opened else { return nil }
+        if let whole { return ObjectBody(whole) }
+        return ObjectBody(
+            chunks: FileChunks(file: file, range: range, chunkSize: chunkSize, io: io),
+            segments: FileSegments(file: file, range: range, segmentSize: configuration.sendSegmentSize, io: io)
+        )
     }
 
     /// Writes `body` to `writer` in batches of `writeBatchSize`, one pool job per batch, and

@@ -5,14 +5,17 @@ import NIOCore
 /// A body is either already in memory (`init(_: ByteBuffer)`: a small object, a cached one, the
 /// in-memory store), which the gateway sends with the response head in one write and which
 /// costs no allocation beyond the buffer; or any sequence a store supplies (`init(_:)` with a
-/// sequence: the local store's file read in chunks, a remote store's response), type-erased
-/// here so that handlers never see a store's own types.
+/// sequence: a remote store's response), type-erased here so that handlers never see a store's
+/// own types; or a range of a local file (the local store's larger reads), which iterates as
+/// bytes read in chunks and also offers itself as `fileSegments`, for a sender that can pass
+/// file pages to the kernel instead of copying them through memory.
 public struct ObjectBody: AsyncSequence, Sendable {
     public typealias Element = ByteBuffer
 
     private enum Source: Sendable {
         case memory(ByteBuffer)
         case stream(@Sendable () -> () async throws -> ByteBuffer?)
+        case file(FileChunks, FileSegments)
     }
 
     private let source: Source
@@ -30,6 +33,17 @@ public struct ObjectBody: AsyncSequence, Sendable {
         }
     }
 
+    /// A range of a local file, iterated as `chunks` or sent as `segments`.
+    init(chunks: FileChunks, segments: FileSegments) {
+        source = .file(chunks, segments)
+    }
+
+    /// The body as segments of a local file, when it is one.
+    public var fileSegments: FileSegments? {
+        if case .file(_, let segments) = source { return segments }
+        return nil
+    }
+
     /// The whole body, when it is in memory and not empty.
     public var singleBuffer: ByteBuffer? {
         if case .memory(let buffer) = source, buffer.readableBytes > 0 { return buffer }
@@ -38,8 +52,13 @@ public struct ObjectBody: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> AsyncIterator {
         switch source {
-        case .memory(let buffer): AsyncIterator(buffer: buffer.readableBytes > 0 ? buffer : nil, next: nil)
-        case .stream(let make): AsyncIterator(buffer: nil, next: make())
+        case .memory(let buffer):
+            return AsyncIterator(buffer: buffer.readableBytes > 0 ? buffer : nil, next: nil)
+        case .stream(let make):
+            return AsyncIterator(buffer: nil, next: make())
+        case .file(let chunks, _):
+            var iterator = chunks.makeAsyncIterator()
+            return AsyncIterator(buffer: nil, next: { try await iterator.next() })
         }
     }
 

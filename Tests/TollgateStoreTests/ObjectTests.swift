@@ -88,6 +88,49 @@ import TollgateCrypto
         #expect(ranged.body.singleBuffer.map { String(buffer: $0) } == "234")
     }
 
+    /// A file-backed body also comes as segments: spans of the file where its pages are in the
+    /// page cache (a sender passes them to the kernel), bytes read on the pool where they are not.
+    @Test func largeBodiesComeAsCachedSpansOrBytesRead() async throws {
+        let box = try Sandbox()
+        let store = try box.open(readChunkSize: 8, sendSegmentSize: 8192)
+        try await store.createBucket("bkt")
+        let content = String(repeating: "0123456789abcdef", count: 1543)  // 24688 bytes: 3 segments and 112 bytes
+        try await store.put("bkt", "k", content)
+        func segments(_ range: ByteRange?) async throws -> [(cached: Bool, range: Range<Int64>, bytes: String)] {
+            let read = try await store.getObject(bucket: "bkt", key: "k", range: range)
+            var result: [(cached: Bool, range: Range<Int64>, bytes: String)] = []
+            var offset = read.range.lowerBound
+            for try await segment in try #require(read.body.fileSegments) {
+                switch segment {
+                case .cached(let span):
+                    var bytes = [UInt8](repeating: 0, count: span.range.count)
+                    #expect(pread(span.descriptor, &bytes, bytes.count, off_t(span.range.lowerBound)) == bytes.count)
+                    result.append((true, span.range, String(decoding: bytes, as: UTF8.self)))
+                case .bytes(let buffer):
+                    result.append((false, offset..<offset + Int64(buffer.readableBytes), String(buffer: buffer)))
+                }
+                offset = result.last!.range.upperBound
+            }
+            return result
+        }
+        let cached = try await segments(nil)
+        #expect(cached.map(\.range) == [0..<8192, 8192..<16384, 16384..<24576, 24576..<24688])
+        #expect(cached.allSatisfy { $0.cached })
+        #expect(cached.map(\.bytes).joined() == content)
+
+        let file = try #require(box.objectFiles.first)
+        let fd = open(box.data + "/objects/" + file, O_RDONLY)
+        #expect(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+        close(fd)
+        let evicted = try await segments(.closed(100, 20000))
+        #expect(evicted.map(\.range) == [100..<8292, 8292..<16484, 16484..<20001])
+        // The first was read (and the kernel's readahead may have cached the next ones).
+        #expect(evicted.first?.cached == false)
+        #expect(evicted.map(\.bytes).joined() == String(decoding: Array(content.utf8)[100...20000], as: UTF8.self))
+        // Reading them cached them.
+        #expect(try await segments(.closed(100, 20000)).allSatisfy { $0.cached })
+    }
+
     @Test(arguments: [
         ("bytes=0-4", "01234", true),
         ("bytes=6-", "6789", true),

@@ -17,8 +17,10 @@ final class Sandbox {
 
     deinit { try? FileManager.default.removeItem(atPath: root) }
 
-    func open(minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024) throws -> LocalObjectStore {
-        try LocalObjectStore(configuration: .init(directory: data, minimumPartSize: minimumPartSize, readChunkSize: readChunkSize))
+    func open(minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024, sendSegmentSize: Int = 2 * 1024 * 1024) throws -> LocalObjectStore {
+        try LocalObjectStore(configuration: .init(
+            directory: data, minimumPartSize: minimumPartSize, readChunkSize: readChunkSize, sendSegmentSize: sendSegmentSize
+        ))
     }
 
     /// Every regular file under `path`, relative to it.

@@ -22,6 +22,8 @@ struct Gateway: HTTPResponder, Sendable {
     let revocations: RevocationStore?
     /// The gateway listener speaks TLS.
     let tls: Bool
+    /// Connections have a `FileSendHandler`: file-backed bodies go out with sendfile.
+    let sendsFiles: Bool
     let clock: @Sendable () -> Date
     let metrics = GatewayMetrics()
 
@@ -43,6 +45,8 @@ struct Gateway: HTTPResponder, Sendable {
         /// `aws:SecureTransport`.
         let secureTransport: Bool
         let baseLogger: Logger
+        /// The connection, for `FileSendHandler.Send`.
+        let channel: any Channel
         /// The request's logger, with its id and access key (built only when something is logged).
         var logger: Logger {
             var logger = baseLogger
@@ -88,7 +92,8 @@ struct Gateway: HTTPResponder, Sendable {
                 throw error
             }
             let call = Call(request: request, route: route, identity: identity, policy: policy, dialect: dialect, query: query,
-                            requestID: requestID, sourceIP: context.clientIP, secureTransport: context.secureTransport, baseLogger: context.logger)
+                            requestID: requestID, sourceIP: context.clientIP, secureTransport: context.secureTransport, baseLogger: context.logger,
+                            channel: context.channel)
             try authorize(call)
             if request.headers[.expect] != nil {
                 // Accepted: now the client may send the body it held back (see ExpectContinueHandler).

@@ -33,12 +33,28 @@ extension Gateway {
         // Neither is among the object's headers: appended, not searched for.
         headers.append(HTTPField(name: .contentLength, value: String(read.contentLength)))
         if read.isPartial { headers.append(HTTPField(name: .contentRange, value: read.contentRange)) }
-        // A body already in memory goes out with its head in one write; larger ones stream.
+        // A body already in memory goes out with its head in one write; a file's cached pages go
+        // from the page cache to the socket (plain TCP); anything else streams.
         let sent = metrics.bytesSent(call.dialect)
         let body: ResponseBody
         if let single = read.body.singleBuffer {
             sent.increment(by: Int64(single.readableBytes))
             body = ResponseBody(byteBuffer: single)
+        } else if sendsFiles, let segments = read.body.fileSegments {
+            let channel = call.channel
+            body = ResponseBody { writer in
+                for try await segment in segments {
+                    switch segment {
+                    case .cached(let span):
+                        try await channel.triggerUserOutboundEvent(FileSendHandler.Send(span: span))
+                        sent.increment(by: Int64(span.range.count))
+                    case .bytes(let buffer):
+                        try await writer.write(buffer)
+                        sent.increment(by: Int64(buffer.readableBytes))
+                    }
+                }
+                try await writer.finish(nil)
+            }
         } else {
             body = ResponseBody(asyncSequence: CountedBody(base: read.body, counter: sent))
         }
