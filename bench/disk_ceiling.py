@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""The disk's ceiling for durable 1 MiB PUTs, for bench/gateway.sh: THREADS writers for SECONDS,
+each doing what the store does for one object and nothing else (no HTTP, no hashing, no index):
+write the body to a temporary file, fsync it, rename it into a two-level directory, fsync that
+directory. Prints objects per second. The gateway cannot PUT faster than this on the same disk
+while it fsyncs every object, whatever nginx (which does not fsync) manages.
+
+  disk_ceiling.py DIRECTORY SECONDS THREADS [BYTES]
+"""
+import os
+import sys
+import threading
+import time
+
+
+def main(directory, seconds, threads, size=1024 * 1024):
+    body = os.urandom(size)
+    tmp = os.path.join(directory, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    for a in range(16):
+        os.makedirs(os.path.join(directory, "objects", f"{a:02x}"), exist_ok=True)
+    deadline = time.monotonic() + seconds
+    counts = [0] * threads
+
+    def writer(index):
+        n = 0
+        while time.monotonic() < deadline:
+            name = f"{index}-{n}"
+            path = os.path.join(tmp, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, body)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            target_dir = os.path.join(directory, "objects", f"{n % 16:02x}")
+            os.rename(path, os.path.join(target_dir, name))
+            dfd = os.open(target_dir, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+            n += 1
+        counts[index] = n
+
+    started = time.monotonic()
+    workers = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    print(f"{sum(counts) / (time.monotonic() - started):.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), *(int(a) for a in sys.argv[4:5]))
