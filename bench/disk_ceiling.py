@@ -2,7 +2,8 @@
 """The disk's ceiling for durable 1 MiB PUTs, for bench/gateway.sh: THREADS writers for SECONDS,
 each doing what the store does for one object and nothing else (no HTTP, no hashing, no index):
 write the body to a temporary file, fsync it, rename it into a two-level directory, fsync that
-directory. Prints objects per second. The gateway cannot PUT faster than this on the same disk
+directory, and, as PUTs to bench/gateway.sh's 64 keys replace each other, delete the file the
+name held before (the store deletes a replaced version's file). Prints objects per second. The gateway cannot PUT faster than this on the same disk
 while it fsyncs every object, whatever nginx (which does not fsync) manages.
 
   disk_ceiling.py DIRECTORY SECONDS THREADS [BYTES]
@@ -34,7 +35,7 @@ def main(directory, seconds, threads, size=1024 * 1024):
             finally:
                 os.close(fd)
             target_dir = os.path.join(directory, "objects", f"{n % 16:02x}")
-            os.rename(path, os.path.join(target_dir, name))
+            os.rename(path, os.path.join(target_dir, f"{index}-{n % 64}"))
             dfd = os.open(target_dir, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 os.fsync(dfd)
