@@ -264,7 +264,8 @@ public enum FileSegment: Sendable {
 
 /// A range of an open file as `FileSegment`s of up to `segmentSize` bytes, each decided by one
 /// `BlockingIO` job: `mincore` says whether the segment's pages are cached; if not, the job reads
-/// them. So whoever sends the segments never waits on the disk outside the pool.
+/// them. So whoever sends the segments never waits on the disk outside the pool. Whether the
+/// first segment is cached is checked in the job that opened the file.
 public struct FileSegments: AsyncSequence, Sendable {
     public typealias Element = FileSegment
 
@@ -272,6 +273,20 @@ public struct FileSegments: AsyncSequence, Sendable {
     let range: Range<Int64>
     let segmentSize: Int
     let io: BlockingIO
+    /// The first segment's pages were cached when the file was opened.
+    let firstCached: Bool
+
+    /// Opens the sequence: checks its first segment. Blocking.
+    static func open(_ file: FileDescriptor, range: Range<Int64>, segmentSize: Int, io: BlockingIO) -> FileSegments {
+        let first = range.lowerBound..<Swift.min(range.lowerBound + Int64(segmentSize), range.upperBound)
+        return FileSegments(file: file, range: range, segmentSize: segmentSize, io: io, firstCached: isCached(file, first))
+    }
+
+    /// The cached span of `piece`, or its bytes. Blocking.
+    static func segment(_ file: FileDescriptor, _ piece: Range<Int64>) throws(StoreError) -> FileSegment {
+        if isCached(file, piece) { return .cached(FileSpan(file: file, range: piece)) }
+        return .bytes(try FileChunks.read(file, at: piece.lowerBound, count: piece.count))
+    }
 
     private static let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
 
@@ -300,15 +315,12 @@ public struct FileSegments: AsyncSequence, Sendable {
 
         public mutating func next() async throws -> FileSegment? {
             guard offset < segments.range.upperBound else { return nil }
-            try Task.checkCancellation()
             let piece = offset..<Swift.min(offset + Int64(segments.segmentSize), segments.range.upperBound)
+            defer { offset = piece.upperBound }
+            if offset == segments.range.lowerBound, segments.firstCached { return .cached(FileSpan(file: segments.file, range: piece)) }
+            try Task.checkCancellation()
             let file = segments.file
-            let segment = try await segments.io.run { () throws(StoreError) -> FileSegment in
-                if FileSegments.isCached(file, piece) { return .cached(FileSpan(file: file, range: piece)) }
-                return .bytes(try FileChunks.read(file, at: piece.lowerBound, count: piece.count))
-            }
-            offset = piece.upperBound
-            return segment
+            return try await segments.io.run { try FileSegments.segment(file, piece) }
         }
     }
 }

@@ -225,29 +225,27 @@ public final class LocalObjectStore: ObjectStore {
         }.value
     }
 
-    /// Opens the object file in one job, and reads `range` in the same job when it is at most
-    /// `readChunkSize` (the file is then closed before the response starts); a larger range is
-    /// read, or handed out as file segments, as the body is consumed. Nil when the file is gone
-    /// (replaced or deleted since its row was read).
+    /// Opens the object file in one job, which also reads `range` when it is at most
+    /// `readChunkSize` (the file is then closed before the response starts), or else checks
+    /// whether the first of its file segments is cached; the rest is read, or handed out as
+    /// segments, as the body is consumed. Nil when the file is gone (replaced or deleted since
+    /// its row was read).
     func openBody(_ fileID: String, range: Range<Int64>) async throws -> ObjectBody? {
         let path = try layout.objectPath(fileID)
-        let chunkSize = configuration.readChunkSize
-        let opened: (FileDescriptor, ByteBuffer?)? = try await io.run {
+        let (chunkSize, segmentSize, io) = (configuration.readChunkSize, configuration.sendSegmentSize, io)
+        return try await io.run { () throws(StoreError) -> ObjectBody? in
             let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
             if fd < 0 {
                 if errno == ENOENT { return nil }
                 throw Posix.failure("open")
             }
             let file = FileDescriptor(fd)
-            guard range.count <= chunkSize else { return (file, nil) }
-            return (file, try FileChunks.read(file, at: range.lowerBound, count: range.count))
+            if range.count <= chunkSize { return ObjectBody(try FileChunks.read(file, at: range.lowerBound, count: range.count)) }
+            return ObjectBody(
+                chunks: FileChunks(file: file, range: range, chunkSize: chunkSize, io: io),
+                segments: FileSegments.open(file, range: range, segmentSize: segmentSize, io: io)
+            )
         }
-        guard let (file, whole) = opened else { return nil }
-        if let whole { return ObjectBody(whole) }
-        return ObjectBody(
-            chunks: FileChunks(file: file, range: range, chunkSize: chunkSize, io: io),
-            segments: FileSegments(file: file, range: range, segmentSize: configuration.sendSegmentSize, io: io)
-        )
     }
 
     /// Writes `body` to `writer` in batches of `writeBatchSize`, one pool job per batch, and
