@@ -15,7 +15,8 @@ public enum ResourceLevel: String, Sendable, Hashable {
 /// |---|---|---|---|
 /// | listBuckets | `oss:ListBuckets` | `s3:ListAllMyBuckets` | service |
 /// | createBucket | `oss:PutBucket` | `s3:CreateBucket` | bucket |
-/// | headBucket | `oss:GetBucketInfo` | `s3:ListBucket` | bucket |
+/// | headBucket | `oss:ListObjects` | `s3:ListBucket` | bucket |
+/// | getBucketInfo | `oss:GetBucketInfo` | `s3:ListBucket` | bucket |
 /// | deleteBucket | `oss:DeleteBucket` | `s3:DeleteBucket` | bucket |
 /// | getBucketLocation | `oss:GetBucketLocation` | `s3:GetBucketLocation` | bucket |
 /// | listObjects | `oss:ListObjects` | `s3:ListBucket` | bucket |
@@ -42,6 +43,7 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
     case listBuckets
     case createBucket
     case headBucket
+    case getBucketInfo
     case deleteBucket
     case getBucketLocation
     case listObjects
@@ -67,10 +69,10 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         switch self {
         case .listBuckets: "oss:ListBuckets"
         case .createBucket: "oss:PutBucket"
-        case .headBucket: "oss:GetBucketInfo"
+        case .getBucketInfo: "oss:GetBucketInfo"
         case .deleteBucket: "oss:DeleteBucket"
         case .getBucketLocation: "oss:GetBucketLocation"
-        case .listObjects, .listObjectsV2: "oss:ListObjects"
+        case .headBucket, .listObjects, .listObjectsV2: "oss:ListObjects"
         case .listMultipartUploads: "oss:ListMultipartUploads"
         case .getObject, .headObject, .getObjectMeta: "oss:GetObject"
         case .putObject, .appendObject, .copyObject, .createMultipartUpload, .uploadPart, .uploadPartCopy,
@@ -86,7 +88,7 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         switch self {
         case .listBuckets: "s3:ListAllMyBuckets"
         case .createBucket: "s3:CreateBucket"
-        case .headBucket: "s3:ListBucket"
+        case .headBucket, .getBucketInfo: "s3:ListBucket"
         case .deleteBucket: "s3:DeleteBucket"
         case .getBucketLocation: "s3:GetBucketLocation"
         case .listObjects, .listObjectsV2: "s3:ListBucket"
@@ -104,7 +106,7 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
     public var resourceLevel: ResourceLevel {
         switch self {
         case .listBuckets: .service
-        case .createBucket, .headBucket, .deleteBucket, .getBucketLocation, .listObjects, .listObjectsV2,
+        case .createBucket, .headBucket, .getBucketInfo, .deleteBucket, .getBucketLocation, .listObjects, .listObjectsV2,
              .listMultipartUploads: .bucket
         default: .object
         }

@@ -20,6 +20,7 @@ let routeCases: [RouteCase] = [
     RouteCase(method: "HEAD", bucket: "b", key: nil, query: [:], operation: .headBucket),
     RouteCase(method: "DELETE", bucket: "b", key: nil, query: [:], operation: .deleteBucket),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["location": ""], operation: .getBucketLocation),
+    RouteCase(method: "GET", bucket: "b", key: nil, query: ["bucketInfo": ""], operation: .getBucketInfo),
     RouteCase(method: "GET", bucket: "b", key: nil, query: [:], operation: .listObjects),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["list-type": "2"], operation: .listObjectsV2),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["uploads": ""], operation: .listMultipartUploads),

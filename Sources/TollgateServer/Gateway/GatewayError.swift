@@ -78,6 +78,11 @@ struct GatewayError: Error, Sendable {
                      "The XML you provided was not well-formed or did not validate against our published schema")
     }
 
+    /// OSS's answer to a write under `x-oss-forbid-overwrite: true` whose key exists.
+    static func fileAlreadyExists() -> GatewayError {
+        GatewayError(.conflict, "FileAlreadyExists", "The object you specified already exists and can not be overwritten.")
+    }
+
     static func internalError() -> GatewayError {
         GatewayError(.internalServerError, "InternalError", "We encountered an internal error. Please try again.")
     }

@@ -7,6 +7,7 @@ enum GatewayRoute: Equatable, Sendable {
     case listBuckets
     case createBucket(bucket: String)
     case headBucket(bucket: String)
+    case getBucketInfo(bucket: String)
     case deleteBucket(bucket: String)
     case getBucketLocation(bucket: String)
     case listObjects(bucket: String)
@@ -33,7 +34,7 @@ enum GatewayRoute: Equatable, Sendable {
         "website", "encryption", "notification", "object-lock", "legal-hold", "retention", "torrent",
         "restore", "select", "accelerate", "analytics", "inventory", "metrics", "ownershipControls",
         "publicAccessBlock", "requestPayment", "intelligent-tiering", "attributes", "symlink", "referer",
-        "bucketInfo", "stat", "qos", "worm", "cname", "img", "style", "x-oss-process",
+        "stat", "qos", "worm", "cname", "img", "style", "x-oss-process",
     ]
 
     /// Routes a request. `copySource` is the value of `x-amz-copy-source`/`x-oss-copy-source`.
@@ -51,6 +52,7 @@ enum GatewayRoute: Equatable, Sendable {
             switch method {
             case "GET":
                 if query["location"] != nil { return .getBucketLocation(bucket: bucket) }
+                if query["bucketInfo"] != nil { return .getBucketInfo(bucket: bucket) }
                 if query["uploads"] != nil { return .listMultipartUploads(bucket: bucket) }
                 if query["list-type"] == "2" { return .listObjectsV2(bucket: bucket) }
                 if let listType = query["list-type"], listType != "1" {
@@ -106,6 +108,7 @@ enum GatewayRoute: Equatable, Sendable {
         case .listBuckets: .listBuckets
         case .createBucket: .createBucket
         case .headBucket: .headBucket
+        case .getBucketInfo: .getBucketInfo
         case .deleteBucket: .deleteBucket
         case .getBucketLocation: .getBucketLocation
         case .listObjects: .listObjects
@@ -131,7 +134,7 @@ enum GatewayRoute: Equatable, Sendable {
     var bucket: String? {
         switch self {
         case .listBuckets: nil
-        case .createBucket(let b), .headBucket(let b), .deleteBucket(let b), .getBucketLocation(let b),
+        case .createBucket(let b), .headBucket(let b), .getBucketInfo(let b), .deleteBucket(let b), .getBucketLocation(let b),
              .listObjects(let b), .listObjectsV2(let b), .listMultipartUploads(let b), .deleteObjects(let b): b
         case .getObject(let b, _), .headObject(let b, _), .getObjectMeta(let b, _), .putObject(let b, _),
              .copyObject(let b, _, _), .appendObject(let b, _), .deleteObject(let b, _), .createMultipartUpload(let b, _),
@@ -142,7 +145,7 @@ enum GatewayRoute: Equatable, Sendable {
 
     var key: String? {
         switch self {
-        case .listBuckets, .createBucket, .headBucket, .deleteBucket, .getBucketLocation, .listObjects,
+        case .listBuckets, .createBucket, .headBucket, .getBucketInfo, .deleteBucket, .getBucketLocation, .listObjects,
              .listObjectsV2, .listMultipartUploads, .deleteObjects: nil
         case .getObject(_, let k), .headObject(_, let k), .getObjectMeta(_, let k), .putObject(_, let k),
              .copyObject(_, let k, _), .appendObject(_, let k), .deleteObject(_, let k), .createMultipartUpload(_, let k),

@@ -39,6 +39,30 @@ extension Gateway {
         return empty(headers: [.amzBucketRegion: Self.region])
     }
 
+    /// OSS GetBucketInfo: what oss2's and the v2 SDK's `get_bucket_info` read, truthfully for a
+    /// single-node gateway (private ACL, locally redundant, versioning never enabled).
+    func getBucketInfo(_ call: Call, bucket: String) async throws -> Response {
+        let info = try await store.headBucket(bucket)
+        let host = call.request.head.authority ?? "127.0.0.1"
+        var xml = document(call, root: "BucketInfo")
+        xml.element("Bucket") { entry in
+            entry.element("Name", bucket)
+            entry.element("CreationDate", WireDate.iso8601(info.creationDate, milliseconds: 3))
+            entry.element("Location", "oss-" + Self.region)
+            entry.element("Region", Self.region)
+            entry.element("ExtranetEndpoint", host)
+            entry.element("IntranetEndpoint", host)
+            entry.element("StorageClass", "Standard")
+            entry.element("DataRedundancyType", "LRS")
+            entry.element("AccessMonitor", "Disabled")
+            entry.element("TransferAcceleration", "Disabled")
+            entry.element("CrossRegionReplication", "Disabled")
+            owner(&entry)
+            entry.element("AccessControlList") { acl in acl.element("Grant", "private") }
+        }
+        return xmlResponse(xml)
+    }
+
     func deleteBucket(_ call: Call, bucket: String) async throws -> Response {
         try await store.deleteBucket(bucket)
         return empty(.noContent)

@@ -10,6 +10,11 @@ extension Gateway {
     static let ossMinimumPartSize: Int64 = 100 * 1024
 
     func createMultipartUpload(_ call: Call, bucket: String, key: String) async throws -> Response {
+        // Refused now if the key exists; CompleteMultipartUpload checks again, atomically, when it
+        // carries the header too.
+        if forbidsOverwrite(call), (try? await store.headObject(bucket: bucket, key: key)) != nil {
+            throw GatewayError.fileAlreadyExists()
+        }
         let upload = try await store.createMultipartUpload(bucket: bucket, key: key, metadata: requestMetadata(call))
         var xml = document(call, root: "InitiateMultipartUploadResult")
         xml.element("Bucket", bucket)
@@ -56,12 +61,14 @@ extension Gateway {
 
     func completeMultipartUpload(_ call: Call, bucket: String, key: String, uploadID: String) async throws -> Response {
         let request = try Self.parseXML(try await collectXMLBody(call), CompleteMultipartUploadRequest.parse)
-        let info = try await store.completeMultipartUpload(
-            bucket: bucket, key: key, uploadID: uploadID,
-            parts: request.parts.map { CompletedPart(partNumber: $0.number, etag: $0.etag) },
-            preconditions: writePreconditions(call),
-            minimumPartSize: call.dialect == .oss ? Self.ossMinimumPartSize : nil
-        )
+        let info = try await refusingOverwrite(call) {
+            try await store.completeMultipartUpload(
+                bucket: bucket, key: key, uploadID: uploadID,
+                parts: request.parts.map { CompletedPart(partNumber: $0.number, etag: $0.etag) },
+                preconditions: writePreconditions(call),
+                minimumPartSize: call.dialect == .oss ? Self.ossMinimumPartSize : nil
+            )
+        }
         call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
         var xml = document(call, root: "CompleteMultipartUploadResult")
         xml.element("Location", "/\(bucket)/\(key)")

@@ -167,8 +167,23 @@ extension Gateway {
         return rest.isEmpty ? nil : rest.joined(separator: ",")
     }
 
+    /// OSS `x-oss-forbid-overwrite: true` (signed, as every `x-oss-` header): the write must not
+    /// replace an object. S3 clients say the same with `If-None-Match: *`.
+    func forbidsOverwrite(_ call: Call) -> Bool {
+        call.dialect == .oss && call.headers[.ossForbidOverwrite]?.lowercased() == "true"
+    }
+
+    /// The request's conditions on the object it replaces; the store checks them atomically with
+    /// the commit. Forbidding overwrite is `If-None-Match: *`.
     func writePreconditions(_ call: Call) -> WritePreconditions {
-        WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch])
+        WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: forbidsOverwrite(call) ? "*" : call.headers[.ifNoneMatch])
+    }
+
+    /// Runs a write; when it forbids overwriting, a failed precondition means the object exists,
+    /// which OSS answers with 409 FileAlreadyExists.
+    func refusingOverwrite<T>(_ call: Call, _ write: () async throws -> T) async throws -> T {
+        guard forbidsOverwrite(call) else { return try await write() }
+        do { return try await write() } catch StoreError.preconditionFailed { throw GatewayError.fileAlreadyExists() }
     }
 
     func verifiedBody(_ call: Call) throws -> VerifiedBody<RequestBody> {
@@ -177,10 +192,12 @@ extension Gateway {
     }
 
     func putObject(_ call: Call, bucket: String, key: String) async throws -> Response {
-        let info = try await store.putObject(
-            bucket: bucket, key: key, body: try verifiedBody(call), metadata: requestMetadata(call),
-            options: WriteOptions(preconditions: writePreconditions(call))
-        )
+        let info = try await refusingOverwrite(call) {
+            try await store.putObject(
+                bucket: bucket, key: key, body: try verifiedBody(call), metadata: requestMetadata(call),
+                options: WriteOptions(preconditions: writePreconditions(call))
+            )
+        }
         call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
         return empty(headers: [.eTag: info.etag])
     }
@@ -191,7 +208,7 @@ extension Gateway {
         }
         let info = try await store.appendObject(
             bucket: bucket, key: key, position: position, body: try verifiedBody(call), metadata: requestMetadata(call),
-            options: WriteOptions(preconditions: writePreconditions(call))
+            options: WriteOptions(preconditions: WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch]))
         )
         return empty(headers: [.eTag: info.etag, .ossNextAppendPosition: String(info.size)])
     }
@@ -207,11 +224,13 @@ extension Gateway {
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
         }
         let conditions = copySourceConditions(call)
-        let info = try await store.copyObject(
-            from: ObjectLocation(bucket: sourceBucket, key: sourceKey), to: ObjectLocation(bucket: bucket, key: key),
-            metadata: directive == "REPLACE" ? requestMetadata(call) : nil,
-            options: CopyOptions(preconditions: writePreconditions(call), checkSource: conditions)
-        )
+        let info = try await refusingOverwrite(call) {
+            try await store.copyObject(
+                from: ObjectLocation(bucket: sourceBucket, key: sourceKey), to: ObjectLocation(bucket: bucket, key: key),
+                metadata: directive == "REPLACE" ? requestMetadata(call) : nil,
+                options: CopyOptions(preconditions: writePreconditions(call), checkSource: conditions)
+            )
+        }
         var xml = document(call, root: "CopyObjectResult")
         xml.element("LastModified", WireDate.iso8601(info.lastModified, milliseconds: 0))
         xml.element("ETag", info.etag)

@@ -17,6 +17,7 @@ extension Gateway {
         case .listBuckets: return try await listBuckets(call)
         case .createBucket(let bucket): return try await createBucket(call, bucket: bucket)
         case .headBucket(let bucket): return try await headBucket(call, bucket: bucket)
+        case .getBucketInfo(let bucket): return try await getBucketInfo(call, bucket: bucket)
         case .deleteBucket(let bucket): return try await deleteBucket(call, bucket: bucket)
         case .getBucketLocation(let bucket): return try await getBucketLocation(call, bucket: bucket)
         case .listObjects(let bucket): return try await listObjects(call, bucket: bucket, version: 1)

@@ -11,6 +11,7 @@ extension HTTPField.Name {
     static let amzBucketRegion = Self("x-amz-bucket-region")!
     static let ossNextAppendPosition = Self("x-oss-next-append-position")!
     static let ossObjectType = Self("x-oss-object-type")!
+    static let ossForbidOverwrite = Self("x-oss-forbid-overwrite")!
     static let contentMD5 = Self("Content-MD5")!
     static let expires = Self("Expires")!
 }

@@ -1,0 +1,170 @@
+"""Issue 15 compatibility points, each with the client that sends the request: HeadBucket under
+RAM policies (boto3, pyarrow, `policy simulate`), OSS GetBucketInfo (oss2, alibabacloud-oss-v2),
+and create-only writes: OSS `x-oss-forbid-overwrite` (oss2, alibabacloud-oss-v2) and S3
+`If-None-Match: *` (boto3, OpenDAL)."""
+import os
+import subprocess
+
+import alibabacloud_oss_v2 as oss_v2
+import oss2
+import pytest
+from botocore.exceptions import ClientError
+
+from conftest import ROOT, ROOT_SECRET, Server, binary
+from oss_helpers import REGION, issue, refused, sts_bucket
+from s3_helpers import ROOT_ACCESS_KEY_ID, error_of, issued_credentials, s3_client
+
+BUCKET = "tollgate"
+
+
+@pytest.fixture(scope="module")
+def gw():
+    server = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET}).start()
+    yield server
+    server.cleanup()
+
+
+def root_bucket(server, name: str = BUCKET) -> oss2.Bucket:
+    return oss2.Bucket(oss2.Auth(ROOT_ACCESS_KEY_ID, ROOT_SECRET), server.gateway_url, name, connect_timeout=30)
+
+
+def v2_client(server) -> "oss_v2.Client":
+    config = oss_v2.config.load_default()
+    config.credentials_provider = oss_v2.credentials.StaticCredentialsProvider(ROOT_ACCESS_KEY_ID, ROOT_SECRET)
+    config.region = REGION
+    config.endpoint = server.gateway_url
+    config.use_path_style = True
+    return oss_v2.Client(config)
+
+
+# MARK: HeadBucket is s3:ListBucket, whose RAM name is oss:ListObjects
+
+def test_head_bucket_under_the_read_write_role(gw):
+    readwrite = s3_client(gw, issued_credentials(gw, "--role", "readwrite"))
+    assert readwrite.head_bucket(Bucket=BUCKET)["ResponseMetadata"]["HTTPStatusCode"] == 200
+    reader = s3_client(gw, issued_credentials(gw, "--role", "read"))
+    assert reader.head_bucket(Bucket=BUCKET)["ResponseMetadata"]["HTTPStatusCode"] == 200
+    # The isolated role may list its own prefix only; HEAD names no prefix.
+    alice = s3_client(gw, issued_credentials(gw, "--user", "alice", "--role", "isolated"))
+    with pytest.raises(ClientError) as denied:
+        alice.head_bucket(Bucket=BUCKET)
+    assert denied.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
+def test_pyarrow_probes_the_bucket_under_the_read_write_role(gw):
+    from pyarrow import fs
+    credentials = issued_credentials(gw, "--role", "readwrite")
+    s3 = fs.S3FileSystem(access_key=credentials["AccessKeyId"], secret_key=credentials["AccessKeySecret"],
+                         session_token=credentials["SecurityToken"], endpoint_override=gw.gateway_url,
+                         scheme="http", region="us-east-1", allow_bucket_creation=False)
+    assert s3.get_file_info(BUCKET).type == fs.FileType.Directory
+    s3.create_dir(f"{BUCKET}/arrow")
+    with s3.open_output_stream(f"{BUCKET}/arrow/data.bin") as out:
+        out.write(b"columns")
+    with s3.open_input_stream(f"{BUCKET}/arrow/data.bin") as stream:
+        assert stream.read() == b"columns"
+
+
+def test_policy_simulate_agrees(gw):
+    result = subprocess.run([binary(), "policy", "simulate", "--config", "config.json", "--policy",
+                             "policy/bucket_read_write_policy.txt", "--action", "s3:ListBucket",
+                             "--resource", "arn:aws:s3:::tollgate"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    lines = result.stdout.splitlines()
+    assert any(l.strip().startswith("headBucket (oss:ListObjects, s3:ListBucket): Allow") for l in lines), result.stdout
+    assert any(l.strip().startswith("getBucketInfo (oss:GetBucketInfo, s3:ListBucket): Deny") for l in lines), result.stdout
+
+
+# MARK: OSS GetBucketInfo
+
+def test_oss2_get_bucket_info(gw):
+    info = root_bucket(gw).get_bucket_info()
+    assert info.name == BUCKET
+    assert info.location.startswith("oss-")
+    assert info.storage_class == "Standard"
+    assert info.acl.grant == "private"
+    assert info.owner.id
+    assert info.creation_date
+    assert info.data_redundancy_type == "LRS"
+    refused(lambda: root_bucket(gw, "no-such-bucket").get_bucket_info(), 404, "NoSuchBucket")
+
+
+def test_v2_sdk_get_bucket_info(gw):
+    result = v2_client(gw).get_bucket_info(oss_v2.models.GetBucketInfoRequest(bucket=BUCKET))
+    assert result.bucket_info.name == BUCKET
+    assert result.bucket_info.storage_class == "Standard"
+    assert result.bucket_info.acl == "private"
+
+
+def test_get_bucket_info_needs_its_own_action(gw):
+    # The read-write role grants oss:ListObjects, not oss:GetBucketInfo.
+    writer = sts_bucket(gw, issue(gw, "--role", "readwrite"), "v1")
+    refused(lambda: writer.get_bucket_info(), 403, "AccessDenied")
+
+
+# MARK: x-oss-forbid-overwrite
+
+FORBID = {"x-oss-forbid-overwrite": "true"}
+
+
+def test_oss2_forbid_overwrite_keeps_the_object(gw):
+    bucket = root_bucket(gw)
+    bucket.put_object("create-only/a.txt", b"first", headers=FORBID)
+    refused(lambda: bucket.put_object("create-only/a.txt", b"second", headers=FORBID), 409, "FileAlreadyExists")
+    assert bucket.get_object("create-only/a.txt").read() == b"first"
+    # false, or no header: overwrite as usual.
+    bucket.put_object("create-only/a.txt", b"third", headers={"x-oss-forbid-overwrite": "false"})
+    assert bucket.get_object("create-only/a.txt").read() == b"third"
+
+    bucket.put_object("create-only/source.txt", b"source")
+    refused(lambda: bucket.copy_object(BUCKET, "create-only/source.txt", "create-only/a.txt", headers=FORBID),
+            409, "FileAlreadyExists")
+    bucket.copy_object(BUCKET, "create-only/source.txt", "create-only/copy.txt", headers=FORBID)
+    assert bucket.get_object("create-only/a.txt").read() == b"third"
+
+    refused(lambda: bucket.init_multipart_upload("create-only/a.txt", headers=FORBID), 409, "FileAlreadyExists")
+    # Checked again, atomically, at completion: the key appeared while the upload ran.
+    upload_id = bucket.init_multipart_upload("create-only/late.txt", headers=FORBID).upload_id
+    part = bucket.upload_part("create-only/late.txt", upload_id, 1, b"multipart")
+    bucket.put_object("create-only/late.txt", b"raced")
+    parts = [oss2.models.PartInfo(1, part.etag)]
+    refused(lambda: bucket.complete_multipart_upload("create-only/late.txt", upload_id, parts, headers=FORBID),
+            409, "FileAlreadyExists")
+    assert bucket.get_object("create-only/late.txt").read() == b"raced"
+    bucket.abort_multipart_upload("create-only/late.txt", upload_id)
+
+
+def test_v2_sdk_forbid_overwrite(gw):
+    client = v2_client(gw)
+    client.put_object(oss_v2.models.PutObjectRequest(bucket=BUCKET, key="create-only/v2.txt", body=b"one",
+                                                     forbid_overwrite=True))
+    with pytest.raises(oss_v2.exceptions.OperationError) as info:
+        client.put_object(oss_v2.models.PutObjectRequest(bucket=BUCKET, key="create-only/v2.txt", body=b"two",
+                                                         forbid_overwrite=True))
+    error = info.value.unwrap()
+    assert error.status_code == 409 and error.code == "FileAlreadyExists"
+    got = client.get_object(oss_v2.models.GetObjectRequest(bucket=BUCKET, key="create-only/v2.txt"))
+    assert got.body.read() == b"one"
+
+
+def test_opendal_if_not_exists_over_s3(gw):
+    # OpenDAL's OSS service addresses buckets by virtual host only (bucket.127.0.0.1 is no
+    # address); its S3 service sends the same create-only write as If-None-Match: *.
+    import opendal
+    op = opendal.Operator("s3", bucket=BUCKET, endpoint=gw.gateway_url, access_key_id=ROOT_ACCESS_KEY_ID,
+                          secret_access_key=ROOT_SECRET, region="us-east-1")
+    op.write("create-only/dal.txt", b"one", if_not_exists=True)
+    with pytest.raises(opendal.exceptions.ConditionNotMatch):
+        op.write("create-only/dal.txt", b"two", if_not_exists=True)
+    assert bytes(op.read("create-only/dal.txt")) == b"one"
+
+
+def test_s3_if_none_match_star_still_refuses_with_412(gw):
+    s3 = s3_client(gw, access_key_id=ROOT_ACCESS_KEY_ID, secret=ROOT_SECRET)
+    s3.put_object(Bucket=BUCKET, Key="create-only/s3.txt", Body=b"one", IfNoneMatch="*")
+    with pytest.raises(ClientError) as info:
+        s3.put_object(Bucket=BUCKET, Key="create-only/s3.txt", Body=b"two", IfNoneMatch="*")
+    assert error_of(info) == ("PreconditionFailed", 412)
+    # The OSS header means nothing to S3 clients' requests.
+    s3.put_object(Bucket=BUCKET, Key="create-only/s3.txt", Body=b"three")
+    assert s3.get_object(Bucket=BUCKET, Key="create-only/s3.txt")["Body"].read() == b"three"
