@@ -42,6 +42,11 @@ public struct GatewayClient: Sendable {
         public var code: String?
         public var message: String
         public var description: String { code.map { "\($0): \(message)" } ?? message }
+
+        public init(code: String?, message: String) {
+            self.code = code
+            self.message = message
+        }
     }
 
     public func listBuckets() async throws(Failure) -> [Bucket] {

@@ -312,7 +312,7 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func deleteBucket(_ name: String) async throws {
-        try await index.deleteBucket(name)
+        await removeFiles(try await index.deleteBucket(name))
     }
 
     @discardableResult

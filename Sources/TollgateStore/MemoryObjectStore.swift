@@ -114,9 +114,8 @@ public final class MemoryObjectStore: ObjectStore {
     public func deleteBucket(_ name: String) async throws {
         try state.withLock { (state) throws(StoreError) in
             try state.requireBucket(name)
-            if !(state.objects[name]?.isEmpty ?? true) || state.uploads.values.contains(where: { $0.upload.bucket == name }) {
-                throw .bucketNotEmpty(bucket: name)
-            }
+            if !(state.objects[name]?.isEmpty ?? true) { throw .bucketNotEmpty(bucket: name) }
+            state.uploads = state.uploads.filter { $0.value.upload.bucket != name }
             state.buckets[name] = nil
             state.objects[name] = nil
         }

@@ -115,14 +115,17 @@ final class MetadataIndex: Sendable {
         }
     }
 
-    func deleteBucket(_ name: String) async throws {
+    /// Deletes an empty bucket, aborting the multipart uploads still in it (as S3 does); returns
+    /// their part files.
+    func deleteBucket(_ name: String) async throws -> [String] {
         try await write { db in
             try Self.requireBucket(db, name)
-            let busy = try Bool.fetchOne(db, sql: """
-                SELECT EXISTS (SELECT 1 FROM object WHERE bucket = ?) OR EXISTS (SELECT 1 FROM upload WHERE bucket = ?)
-                """, arguments: [name, name]) ?? false
+            let busy = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE bucket = ?)", arguments: [name]) ?? false
             if busy { throw StoreError.bucketNotEmpty(bucket: name) }
+            let uploads = try String.fetchAll(db, sql: "SELECT upload_id FROM upload WHERE bucket = ?", arguments: [name])
+            let files = try uploads.flatMap { try Self.deleteUpload(db, $0) }
             try db.execute(sql: "DELETE FROM bucket WHERE name = ?", arguments: [name])
+            return files
         }
     }
 

@@ -13,7 +13,8 @@ public protocol ObjectStore: Sendable {
     @discardableResult
     func createBucket(_ name: String) async throws -> BucketInfo
     func headBucket(_ name: String) async throws -> BucketInfo
-    /// Throws `bucketNotEmpty` while objects or multipart uploads exist.
+    /// Throws `bucketNotEmpty` while objects exist; aborts the multipart uploads still in
+    /// progress, as S3 does.
     func deleteBucket(_ name: String) async throws
     /// Creates the buckets that do not exist yet; returns those it created, in order.
     @discardableResult

@@ -53,7 +53,14 @@ struct BucketCommand: AsyncParsableCommand {
 
         func run() async throws {
             try checkBucketName(name)
-            try await gatewayCall(connection, bucket: name) { try await $0.createBucket(name) }
+            // The gateway answers a repeated CreateBucket with 200, as S3 does in us-east-1; an
+            // operator is told instead.
+            try await gatewayCall(connection, bucket: name) { client in
+                if try await client.listBuckets().contains(where: { $0.name == name }) {
+                    throw GatewayClient.Failure(code: "BucketAlreadyOwnedByYou", message: "")
+                }
+                try await client.createBucket(name)
+            }
             print("created bucket \(name)")
         }
     }

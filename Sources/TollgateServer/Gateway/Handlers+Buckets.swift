@@ -30,7 +30,14 @@ extension Gateway {
     func createBucket(_ call: Call, bucket: String) async throws -> Response {
         // The body may carry a CreateBucketConfiguration (a location constraint); one region here.
         _ = try await collectXMLBody(call, limit: 64 * 1024)
-        try await store.createBucket(bucket)
+        do {
+            try await store.createBucket(bucket)
+        } catch StoreError.bucketExists {
+            // Every caller allowed to create buckets owns them all. In us-east-1, the gateway's
+            // one region, S3 answers a repeated CreateBucket by its owner with 200 (elsewhere it
+            // is 409 BucketAlreadyOwnedByYou); setup code that creates its bucket on every start
+            // relies on it.
+        }
         return empty(headers: [.location: "/\(bucket)"])
     }
 

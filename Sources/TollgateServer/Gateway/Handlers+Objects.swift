@@ -269,39 +269,45 @@ extension Gateway {
 
     /// DeleteObjects / DeleteMultipleObjects: each key is authorized on its own, and refusals
     /// are reported per key, as S3 does.
+    /// DeleteObjects / DeleteMultipleObjects. Each key is authorised on its own (a denied key is
+    /// an `AccessDenied` entry, the rest are deleted). The store keeps one version per key, whose
+    /// id is `null`: an entry naming that version deletes the object, and the answer echoes it
+    /// (cleanup tools list versions and delete them by id); any other version id is that entry's
+    /// `NoSuchVersion`. Quiet answers list errors only.
     func deleteObjects(_ call: Call, bucket: String) async throws -> Response {
         let request = try Self.parseXML(try await collectXMLBody(call), DeleteObjectsRequest.parse)
-        var allowed: [String] = []
-        var denied: [String] = []
-        if let claims = call.identity.claims {
-            guard let policy = call.policy else { throw GatewayError.accessDenied() }
-            let context = policyContext(call, claims: claims)
-            for key in request.keys {
-                let decision = policy.evaluate(GatewayOperation.deleteObject.requiredChecks(bucket: bucket, key: key), context: context)
-                if decision.isAllowed { allowed.append(key) } else { denied.append(key) }
+        var refused: [(key: String, code: String, message: String)] = []
+        var allowed: [DeleteObjectsRequest.Entry] = []
+        let context = call.identity.claims.map { policyContext(call, claims: $0) }
+        if context != nil, call.policy == nil { throw GatewayError.accessDenied() }
+        for entry in request.objects {
+            if let policy = call.policy, let context,
+               !policy.evaluate(GatewayOperation.deleteObject.requiredChecks(bucket: bucket, key: entry.key), context: context).isAllowed {
+                refused.append((entry.key, "AccessDenied", "Access Denied"))
+            } else if let version = entry.versionId, version != "null" {
+                refused.append((entry.key, "NoSuchVersion", "The specified version does not exist."))
+            } else {
+                allowed.append(entry)
             }
-        } else {
-            allowed = request.keys
         }
         _ = try await store.headBucket(bucket)
-        let results = try await store.deleteObjects(bucket: bucket, keys: allowed)
+        let results = try await store.deleteObjects(bucket: bucket, keys: allowed.map(\.key))
         var xml = document(call, root: "DeleteResult")
-        for result in results {
+        for (entry, result) in zip(allowed, results) {
             if let error = result.error.map(GatewayError.init) {
-                xml.element("Error") { entry in
-                    entry.element("Key", result.key)
-                    entry.element("Code", error.code)
-                    entry.element("Message", error.message)
-                }
+                refused.append((result.key, error.code, error.message))
             } else if !request.quiet {
-                xml.element("Deleted") { $0.element("Key", result.key) }
+                xml.element("Deleted") { deleted in
+                    deleted.element("Key", result.key)
+                    if let version = entry.versionId { deleted.element("VersionId", version) }
+                }
             }
         }
-        for key in denied {
-            xml.element("Error") { entry in
-                entry.element("Key", key)
-                entry.element("Code", "AccessDenied")
-                entry.element("Message", "Access Denied")
+        for entry in refused {
+            xml.element("Error") { error in
+                error.element("Key", entry.key)
+                error.element("Code", entry.code)
+                error.element("Message", entry.message)
             }
         }
         return xmlResponse(xml)
