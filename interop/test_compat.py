@@ -168,3 +168,135 @@ def test_s3_if_none_match_star_still_refuses_with_412(gw):
     # The OSS header means nothing to S3 clients' requests.
     s3.put_object(Bucket=BUCKET, Key="create-only/s3.txt", Body=b"three")
     assert s3.get_object(Bucket=BUCKET, Key="create-only/s3.txt")["Body"].read() == b"three"
+
+
+# MARK: The unversioned store, as versioning-aware tools see it
+
+def root_s3(server):
+    return s3_client(server, access_key_id=ROOT_ACCESS_KEY_ID, secret=ROOT_SECRET)
+
+
+def test_cleanup_path_of_generic_tools(gw):
+    """List versions, delete them by version id, delete the bucket: what test teardown code and
+    cleanup tools do, with an unfinished multipart upload left in the bucket."""
+    s3 = root_s3(gw)
+    s3.create_bucket(Bucket="cleanup")
+    keys = [f"dir/{i}.txt" for i in range(5)] + ["top.txt", "z/deep/k"]
+    for key in keys:
+        s3.put_object(Bucket="cleanup", Key=key, Body=key.encode())
+    s3.create_multipart_upload(Bucket="cleanup", Key="unfinished.bin")
+    versions = []
+    pages = 0
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket="cleanup", PaginationConfig={"PageSize": 3}):
+        pages += 1
+        assert page.get("DeleteMarkers", []) == []
+        for version in page.get("Versions", []):
+            assert version["VersionId"] == "null" and version["IsLatest"] is True
+            versions.append({"Key": version["Key"], "VersionId": version["VersionId"]})
+    assert pages == 3
+    assert sorted(v["Key"] for v in versions) == sorted(keys)
+    deleted = s3.delete_objects(Bucket="cleanup", Delete={"Objects": versions}, BypassGovernanceRetention=True)
+    assert sorted((d["Key"], d["VersionId"]) for d in deleted["Deleted"]) == sorted((k, "null") for k in keys)
+    assert "Errors" not in deleted
+    s3.delete_bucket(Bucket="cleanup")
+    with pytest.raises(ClientError) as gone:
+        s3.head_bucket(Bucket="cleanup")
+    assert gone.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
+def test_s3fs_removes_a_bucket_recursively(gw):
+    import s3fs
+    s3 = root_s3(gw)
+    s3.create_bucket(Bucket="s3fs-cleanup")
+    for i in range(3):
+        s3.put_object(Bucket="s3fs-cleanup", Key=f"a/{i}", Body=b"x")
+    s3.create_multipart_upload(Bucket="s3fs-cleanup", Key="a/unfinished")
+    fs = s3fs.S3FileSystem(key=ROOT_ACCESS_KEY_ID, secret=ROOT_SECRET, client_kwargs={"endpoint_url": gw.gateway_url, "region_name": "us-east-1"})
+    fs.rm("s3fs-cleanup", recursive=True)
+    assert "s3fs-cleanup" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+def test_list_object_versions_paging_and_prefixes(gw):
+    s3 = root_s3(gw)
+    for key in ("ver/a", "ver/b", "ver/sub/c", "ver/sub/d", "ver/e"):
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"v")
+    first = s3.list_object_versions(Bucket=BUCKET, Prefix="ver/", Delimiter="/", MaxKeys=2)
+    assert [v["Key"] for v in first["Versions"]] == ["ver/a", "ver/b"]
+    assert first["IsTruncated"] is True
+    assert first["NextKeyMarker"] == "ver/b" and first["NextVersionIdMarker"] == "null"
+    rest = s3.list_object_versions(Bucket=BUCKET, Prefix="ver/", Delimiter="/", KeyMarker="ver/b", VersionIdMarker="null")
+    assert [v["Key"] for v in rest["Versions"]] == ["ver/e"]
+    assert [p["Prefix"] for p in rest["CommonPrefixes"]] == ["ver/sub/"]
+    assert rest["IsTruncated"] is False
+    with pytest.raises(ClientError) as bad:
+        s3.list_object_versions(Bucket=BUCKET, KeyMarker="ver/a", VersionIdMarker="3HL4kqtJlcpXroDTDmJ")
+    assert error_of(bad) == ("InvalidArgument", 400)
+
+
+def test_quiet_delete_lists_only_errors(gw):
+    s3 = root_s3(gw)
+    s3.put_object(Bucket=BUCKET, Key="quiet/a", Body=b"a")
+    result = s3.delete_objects(Bucket=BUCKET, Delete={"Quiet": True, "Objects": [
+        {"Key": "quiet/a", "VersionId": "null"}, {"Key": "quiet/b", "VersionId": "3HL4kqtJlcpXroDTDmJ"}]})
+    assert "Deleted" not in result
+    assert [(e["Key"], e["Code"]) for e in result["Errors"]] == [("quiet/b", "NoSuchVersion")]
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="quiet/")
+
+
+def test_bucket_settings_reads(gw):
+    s3 = root_s3(gw)
+    s3.put_object(Bucket=BUCKET, Key="acl/object", Body=b"x")
+    assert "Status" not in s3.get_bucket_versioning(Bucket=BUCKET)
+    for acl in (s3.get_bucket_acl(Bucket=BUCKET), s3.get_object_acl(Bucket=BUCKET, Key="acl/object")):
+        assert acl["Owner"]["ID"]
+        assert [(g["Grantee"]["ID"], g["Grantee"]["Type"], g["Permission"]) for g in acl["Grants"]] == \
+            [(acl["Owner"]["ID"], "CanonicalUser", "FULL_CONTROL")]
+    not_configured = {
+        "get_bucket_lifecycle_configuration": "NoSuchLifecycleConfiguration",
+        "get_bucket_policy": "NoSuchBucketPolicy",
+        "get_bucket_encryption": "ServerSideEncryptionConfigurationNotFoundError",
+        "get_bucket_cors": "NoSuchCORSConfiguration",
+        "get_bucket_tagging": "NoSuchTagSet",
+        "get_bucket_website": "NoSuchWebsiteConfiguration",
+    }
+    for method, code in not_configured.items():
+        with pytest.raises(ClientError) as info:
+            getattr(s3, method)(Bucket=BUCKET)
+        assert error_of(info) == (code, 404), method
+    with pytest.raises(ClientError) as missing:
+        s3.get_bucket_versioning(Bucket="no-such-bucket")
+    assert error_of(missing) == ("NoSuchBucket", 404)
+    # Writes stay unsupported, and say so.
+    with pytest.raises(ClientError) as write:
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    assert error_of(write) == ("NotImplemented", 501)
+
+
+def test_bucket_settings_need_their_actions(gw):
+    # The read-write role grants object actions and oss:ListObjects only.
+    s3 = s3_client(gw, issued_credentials(gw, "--role", "readwrite"))
+    for call in (lambda: s3.get_bucket_acl(Bucket=BUCKET), lambda: s3.get_bucket_versioning(Bucket=BUCKET),
+                 lambda: s3.list_object_versions(Bucket=BUCKET)):
+        with pytest.raises(ClientError) as info:
+            call()
+        assert error_of(info) == ("AccessDenied", 403)
+
+
+def test_oss2_reads_acl_and_versions(gw):
+    bucket = root_bucket(gw)
+    bucket.put_object("oss-acl/object", b"x")
+    assert bucket.get_bucket_acl().acl == "private"
+    assert bucket.get_object_acl("oss-acl/object").acl == "default"
+    versions = bucket.list_object_versions(prefix="oss-acl/")
+    assert [(v.key, v.versionid, v.is_latest) for v in versions.versions] == [("oss-acl/object", "null", True)]
+
+
+def test_create_bucket_again_and_bucket_names(gw):
+    s3 = root_s3(gw)
+    s3.create_bucket(Bucket="again")
+    assert s3.create_bucket(Bucket="again")["ResponseMetadata"]["HTTPStatusCode"] == 200
+    for name in ("ab", "a" * 64, "Upper-Case", "under_score", "two..dots", "dot.-dash", "192.168.1.1", "-leading"):
+        with pytest.raises(ClientError) as info:
+            s3.create_bucket(Bucket=name)
+        assert error_of(info) == ("InvalidBucketName", 400), name
+    s3.delete_bucket(Bucket="again")

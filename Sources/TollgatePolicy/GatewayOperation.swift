@@ -17,6 +17,16 @@ public enum ResourceLevel: String, Sendable, Hashable {
 /// | createBucket | `oss:PutBucket` | `s3:CreateBucket` | bucket |
 /// | headBucket | `oss:ListObjects` | `s3:ListBucket` | bucket |
 /// | getBucketInfo | `oss:GetBucketInfo` | `s3:ListBucket` | bucket |
+/// | listObjectVersions | `oss:ListObjectVersions` | `s3:ListBucketVersions` | bucket |
+/// | getBucketVersioning | `oss:GetBucketVersioning` | `s3:GetBucketVersioning` | bucket |
+/// | getBucketAcl | `oss:GetBucketAcl` | `s3:GetBucketAcl` | bucket |
+/// | getBucketLifecycle | `oss:GetBucketLifecycle` | `s3:GetLifecycleConfiguration` | bucket |
+/// | getBucketPolicy | `oss:GetBucketPolicy` | `s3:GetBucketPolicy` | bucket |
+/// | getBucketEncryption | `oss:GetBucketEncryption` | `s3:GetEncryptionConfiguration` | bucket |
+/// | getBucketCors | `oss:GetBucketCors` | `s3:GetBucketCORS` | bucket |
+/// | getBucketTagging | `oss:GetBucketTagging` | `s3:GetBucketTagging` | bucket |
+/// | getBucketWebsite | `oss:GetBucketWebsite` | `s3:GetBucketWebsite` | bucket |
+/// | getObjectAcl | `oss:GetObjectAcl` | `s3:GetObjectAcl` | object |
 /// | deleteBucket | `oss:DeleteBucket` | `s3:DeleteBucket` | bucket |
 /// | getBucketLocation | `oss:GetBucketLocation` | `s3:GetBucketLocation` | bucket |
 /// | listObjects | `oss:ListObjects` | `s3:ListBucket` | bucket |
@@ -44,6 +54,16 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
     case createBucket
     case headBucket
     case getBucketInfo
+    case listObjectVersions
+    case getBucketVersioning
+    case getBucketAcl
+    case getBucketLifecycle
+    case getBucketPolicy
+    case getBucketEncryption
+    case getBucketCors
+    case getBucketTagging
+    case getBucketWebsite
+    case getObjectAcl
     case deleteBucket
     case getBucketLocation
     case listObjects
@@ -70,6 +90,16 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         case .listBuckets: "oss:ListBuckets"
         case .createBucket: "oss:PutBucket"
         case .getBucketInfo: "oss:GetBucketInfo"
+        case .listObjectVersions: "oss:ListObjectVersions"
+        case .getBucketVersioning: "oss:GetBucketVersioning"
+        case .getBucketAcl: "oss:GetBucketAcl"
+        case .getBucketLifecycle: "oss:GetBucketLifecycle"
+        case .getBucketPolicy: "oss:GetBucketPolicy"
+        case .getBucketEncryption: "oss:GetBucketEncryption"
+        case .getBucketCors: "oss:GetBucketCors"
+        case .getBucketTagging: "oss:GetBucketTagging"
+        case .getBucketWebsite: "oss:GetBucketWebsite"
+        case .getObjectAcl: "oss:GetObjectAcl"
         case .deleteBucket: "oss:DeleteBucket"
         case .getBucketLocation: "oss:GetBucketLocation"
         case .headBucket, .listObjects, .listObjectsV2: "oss:ListObjects"
@@ -89,6 +119,16 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         case .listBuckets: "s3:ListAllMyBuckets"
         case .createBucket: "s3:CreateBucket"
         case .headBucket, .getBucketInfo: "s3:ListBucket"
+        case .listObjectVersions: "s3:ListBucketVersions"
+        case .getBucketVersioning: "s3:GetBucketVersioning"
+        case .getBucketAcl: "s3:GetBucketAcl"
+        case .getBucketLifecycle: "s3:GetLifecycleConfiguration"
+        case .getBucketPolicy: "s3:GetBucketPolicy"
+        case .getBucketEncryption: "s3:GetEncryptionConfiguration"
+        case .getBucketCors: "s3:GetBucketCORS"
+        case .getBucketTagging: "s3:GetBucketTagging"
+        case .getBucketWebsite: "s3:GetBucketWebsite"
+        case .getObjectAcl: "s3:GetObjectAcl"
         case .deleteBucket: "s3:DeleteBucket"
         case .getBucketLocation: "s3:GetBucketLocation"
         case .listObjects, .listObjectsV2: "s3:ListBucket"
@@ -106,7 +146,9 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
     public var resourceLevel: ResourceLevel {
         switch self {
         case .listBuckets: .service
-        case .createBucket, .headBucket, .getBucketInfo, .deleteBucket, .getBucketLocation, .listObjects, .listObjectsV2,
+        case .createBucket, .headBucket, .getBucketInfo, .listObjectVersions, .getBucketVersioning, .getBucketAcl,
+             .getBucketLifecycle, .getBucketPolicy, .getBucketEncryption, .getBucketCors, .getBucketTagging, .getBucketWebsite,
+             .deleteBucket, .getBucketLocation, .listObjects, .listObjectsV2,
              .listMultipartUploads: .bucket
         default: .object
         }
@@ -186,7 +228,8 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         return out
     }
 
-    var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
+    /// The operation's bit in a statement's operation mask (64 operations at most).
+    var bit: UInt64 { 1 << UInt64(Self.allCases.firstIndex(of: self)!) }
 }
 
 /// One authorisation check: an operation on a resource.

@@ -28,8 +28,8 @@ enum ActionPattern: Sendable, Hashable {
     case s3(CompiledPattern)
 
     /// Bit `i` set when the pattern matches `GatewayOperation.allCases[i]`'s action in its namespace.
-    var operationMask: UInt32 {
-        var mask: UInt32 = 0
+    var operationMask: UInt64 {
+        var mask: UInt64 = 0
         for op in GatewayOperation.allCases {
             let matched: Bool
             switch self {
@@ -56,7 +56,7 @@ struct CompiledStatement: Sendable {
     var effect: PolicyEffect
     var notAction: Bool
     /// Bit `i` set when the action list matches `GatewayOperation.allCases[i]` (computed at load).
-    var operationMask: UInt32
+    var operationMask: UInt64
     var resources: [ResourcePattern]
     var notResource: Bool
     var conditions: [CompiledCondition]
@@ -261,7 +261,7 @@ struct PolicyLoader {
         }
 
         guard errorCount == errorsBefore else { return nil }
-        var mask: UInt32 = 0
+        var mask: UInt64 = 0
         for a in actions { mask |= a.pattern.operationMask }
         if notAction == nil && notResource == nil {
             for a in actions { warnUnreachableLevels(a.text, a.position, a.pattern.operationMask, resources) }
@@ -337,7 +337,7 @@ struct PolicyLoader {
     /// Warns when no resource of the statement can name what `action` acts on: an object action
     /// with only `BUCKET` resources, a bucket action with only `BUCKET/KEY` ones, ListBuckets
     /// without `*`. Resources with policy variables count as able to match anything there.
-    mutating func warnUnreachableLevels(_ action: String, _ position: SourcePosition, _ mask: UInt32, _ resources: [ResourcePattern]) {
+    mutating func warnUnreachableLevels(_ action: String, _ position: SourcePosition, _ mask: UInt64, _ resources: [ResourcePattern]) {
         let levels = Set(GatewayOperation.allCases.filter { mask & $0.bit != 0 }.map(\.resourceLevel))
         guard !resources.isEmpty, !levels.contains(where: { level in resources.contains { $0.pattern.canMatch(level) } }) else { return }
         let needs: String

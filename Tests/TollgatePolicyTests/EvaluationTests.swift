@@ -158,6 +158,14 @@ struct EvaluationTests {
         #expect(d.outcome == c.outcome, "\(d)")
     }
 
+    /// Every operation has its own bit in a statement's mask; more operations than the mask's
+    /// width would silently share (or lose) bits, and a policy would grant what it does not name.
+    @Test func everyOperationHasItsOwnBit() {
+        let bits = GatewayOperation.allCases.map(\.bit)
+        #expect(!bits.contains(0))
+        #expect(Set(bits).count == GatewayOperation.allCases.count)
+    }
+
     @Test func decisionNamesTheDecidingStatement() throws {
         let p = try Policy.load(text: denyOnDelete, file: "policy/p.txt")
         let deny = p.evaluate(.deleteObject, bucket: "b", key: "k", context: PolicyContext())

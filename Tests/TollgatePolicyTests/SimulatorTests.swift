@@ -17,7 +17,7 @@ let simCases: [SimCase] = [
     SimCase(policy: "all_policy.txt", action: "s3:GetObject", resource: "arn:aws:s3:::b/k", context: [], outcome: .allow),
     SimCase(policy: "all_policy.txt", action: "oss:ListBuckets", resource: "*", context: [], outcome: .allow),
     SimCase(policy: "all_policy.txt", action: "OSS:getobject", resource: "acs:oss:*:*:b/k", context: [], outcome: .allow),
-    SimCase(policy: "all_policy.txt", action: "oss:GetObjectAcl", resource: "acs:oss:*:*:b/k", context: [], outcome: nil),
+    SimCase(policy: "all_policy.txt", action: "oss:PutObjectAcl", resource: "acs:oss:*:*:b/k", context: [], outcome: nil),
     SimCase(policy: "all_policy.txt", action: "s3:GetObjekt", resource: "arn:aws:s3:::b/k", context: [], outcome: nil),
     SimCase(policy: "bucket_read_policy.txt", action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: [], outcome: .implicitDeny),
     SimCase(policy: "bucket_read_policy.txt", action: "oss:ListObjects", resource: "acs:oss:*:*:photos", context: [], outcome: .allow),

@@ -8,6 +8,12 @@ enum GatewayRoute: Equatable, Sendable {
     case createBucket(bucket: String)
     case headBucket(bucket: String)
     case getBucketInfo(bucket: String)
+    case listObjectVersions(bucket: String)
+    case getBucketVersioning(bucket: String)
+    case getBucketAcl(bucket: String)
+    /// A bucket setting this gateway never has: answered with S3's "not configured" error.
+    case getBucketSetting(bucket: String, setting: BucketSetting)
+    case getObjectAcl(bucket: String, key: String)
     case deleteBucket(bucket: String)
     case getBucketLocation(bucket: String)
     case listObjects(bucket: String)
@@ -37,10 +43,26 @@ enum GatewayRoute: Equatable, Sendable {
         "stat", "qos", "worm", "cname", "img", "style", "x-oss-process",
     ]
 
+    /// The reads of bucket and object sub-resources that this gateway answers truthfully: an
+    /// unversioned store's versions, its (absent) versioning, the owner's ACL, and settings it
+    /// never has. Writes to these sub-resources stay unsupported.
+    static func subresourceRead(method: String, bucket: String?, key: String?, query: [String: String]) -> GatewayRoute? {
+        guard method == "GET", let bucket else { return nil }
+        if let key { return query["acl"] != nil ? .getObjectAcl(bucket: bucket, key: key) : nil }
+        if query["versions"] != nil { return .listObjectVersions(bucket: bucket) }
+        if query["versioning"] != nil { return .getBucketVersioning(bucket: bucket) }
+        if query["acl"] != nil { return .getBucketAcl(bucket: bucket) }
+        if let setting = BucketSetting.allCases.first(where: { query[$0.rawValue] != nil }) {
+            return .getBucketSetting(bucket: bucket, setting: setting)
+        }
+        return nil
+    }
+
     /// Routes a request. `copySource` is the value of `x-amz-copy-source`/`x-oss-copy-source`.
     static func route(
         method: String, bucket: String?, key: String?, query: [String: String], copySource: String?
     ) throws(GatewayError) -> GatewayRoute {
+        if let read = subresourceRead(method: method, bucket: bucket, key: key, query: query) { return read }
         if let unsupported = query.keys.first(where: { unsupportedSubresources.contains($0) }) {
             throw .notImplemented("The \(unsupported) sub-resource is not implemented by this gateway")
         }
@@ -109,6 +131,11 @@ enum GatewayRoute: Equatable, Sendable {
         case .createBucket: .createBucket
         case .headBucket: .headBucket
         case .getBucketInfo: .getBucketInfo
+        case .listObjectVersions: .listObjectVersions
+        case .getBucketVersioning: .getBucketVersioning
+        case .getBucketAcl: .getBucketAcl
+        case .getBucketSetting(_, let setting): setting.operation
+        case .getObjectAcl: .getObjectAcl
         case .deleteBucket: .deleteBucket
         case .getBucketLocation: .getBucketLocation
         case .listObjects: .listObjects
@@ -134,9 +161,10 @@ enum GatewayRoute: Equatable, Sendable {
     var bucket: String? {
         switch self {
         case .listBuckets: nil
-        case .createBucket(let b), .headBucket(let b), .getBucketInfo(let b), .deleteBucket(let b), .getBucketLocation(let b),
+        case .createBucket(let b), .headBucket(let b), .getBucketInfo(let b), .listObjectVersions(let b),
+             .getBucketVersioning(let b), .getBucketAcl(let b), .getBucketSetting(let b, _), .deleteBucket(let b), .getBucketLocation(let b),
              .listObjects(let b), .listObjectsV2(let b), .listMultipartUploads(let b), .deleteObjects(let b): b
-        case .getObject(let b, _), .headObject(let b, _), .getObjectMeta(let b, _), .putObject(let b, _),
+        case .getObject(let b, _), .getObjectAcl(let b, _), .headObject(let b, _), .getObjectMeta(let b, _), .putObject(let b, _),
              .copyObject(let b, _, _), .appendObject(let b, _), .deleteObject(let b, _), .createMultipartUpload(let b, _),
              .uploadPart(let b, _, _, _), .uploadPartCopy(let b, _, _, _, _), .completeMultipartUpload(let b, _, _),
              .abortMultipartUpload(let b, _, _), .listParts(let b, _, _): b
@@ -145,9 +173,10 @@ enum GatewayRoute: Equatable, Sendable {
 
     var key: String? {
         switch self {
-        case .listBuckets, .createBucket, .headBucket, .getBucketInfo, .deleteBucket, .getBucketLocation, .listObjects,
+        case .listBuckets, .createBucket, .headBucket, .getBucketInfo, .listObjectVersions, .getBucketVersioning,
+             .getBucketAcl, .getBucketSetting, .deleteBucket, .getBucketLocation, .listObjects,
              .listObjectsV2, .listMultipartUploads, .deleteObjects: nil
-        case .getObject(_, let k), .headObject(_, let k), .getObjectMeta(_, let k), .putObject(_, let k),
+        case .getObject(_, let k), .getObjectAcl(_, let k), .headObject(_, let k), .getObjectMeta(_, let k), .putObject(_, let k),
              .copyObject(_, let k, _), .appendObject(_, let k), .deleteObject(_, let k), .createMultipartUpload(_, let k),
              .uploadPart(_, let k, _, _), .uploadPartCopy(_, let k, _, _, _), .completeMultipartUpload(_, let k, _),
              .abortMultipartUpload(_, let k, _), .listParts(_, let k, _): k
@@ -159,6 +188,35 @@ enum GatewayRoute: Equatable, Sendable {
         switch self {
         case .copyObject(_, _, let source), .uploadPartCopy(_, _, _, _, let source): source
         default: nil
+        }
+    }
+}
+
+/// Bucket settings this gateway never has, each read answered with the error S3 uses when the
+/// setting is not configured (OSS uses the same codes).
+enum BucketSetting: String, CaseIterable, Sendable {
+    case lifecycle, policy, encryption, cors, tagging, website
+
+    var operation: GatewayOperation {
+        switch self {
+        case .lifecycle: .getBucketLifecycle
+        case .policy: .getBucketPolicy
+        case .encryption: .getBucketEncryption
+        case .cors: .getBucketCors
+        case .tagging: .getBucketTagging
+        case .website: .getBucketWebsite
+        }
+    }
+
+    var notConfigured: GatewayError {
+        switch self {
+        case .lifecycle: GatewayError(.notFound, "NoSuchLifecycleConfiguration", "The lifecycle configuration does not exist")
+        case .policy: GatewayError(.notFound, "NoSuchBucketPolicy", "The bucket policy does not exist")
+        case .encryption:
+            GatewayError(.notFound, "ServerSideEncryptionConfigurationNotFoundError", "The server side encryption configuration was not found")
+        case .cors: GatewayError(.notFound, "NoSuchCORSConfiguration", "The CORS configuration does not exist")
+        case .tagging: GatewayError(.notFound, "NoSuchTagSet", "The TagSet does not exist")
+        case .website: GatewayError(.notFound, "NoSuchWebsiteConfiguration", "The specified bucket does not have a website configuration")
         }
     }
 }

@@ -70,6 +70,35 @@ extension Gateway {
         return xmlResponse(xml)
     }
 
+    /// GetBucketVersioning: versioning was never enabled here, which S3 and OSS answer with an
+    /// empty configuration.
+    func getBucketVersioning(_ call: Call, bucket: String) async throws -> Response {
+        _ = try await store.headBucket(bucket)
+        return xmlResponse(document(call, root: "VersioningConfiguration"))
+    }
+
+    /// GetBucketAcl / GetObjectAcl: the one owner has full control; nothing is public (OSS
+    /// names that `private` for a bucket and `default`, the bucket's, for an object).
+    func getAcl(_ call: Call, bucket: String, key: String?) async throws -> Response {
+        if let key { _ = try await store.headObject(bucket: bucket, key: key) } else { _ = try await store.headBucket(bucket) }
+        var xml = document(call, root: "AccessControlPolicy")
+        owner(&xml)
+        xml.element("AccessControlList") { list in
+            guard call.dialect == .s3 else {
+                list.element("Grant", key == nil ? "private" : "default")
+                return
+            }
+            list.element("Grant") { grant in
+                grant.element("Grantee", attributes: ["xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance", "xsi:type": "CanonicalUser"]) { grantee in
+                    grantee.element("ID", Self.ownerID)
+                    grantee.element("DisplayName", Self.ownerID)
+                }
+                grant.element("Permission", "FULL_CONTROL")
+            }
+        }
+        return xmlResponse(xml)
+    }
+
     func deleteBucket(_ call: Call, bucket: String) async throws -> Response {
         try await store.deleteBucket(bucket)
         return empty(.noContent)

@@ -8,12 +8,7 @@ extension Gateway {
     func listObjects(_ call: Call, bucket: String, version: Int) async throws -> Response {
         let query = call.query
         let maxKeys = try Self.intParameter(query, "max-keys", default: 1000, range: 0...Int.max)
-        let encodeURL: Bool
-        switch query["encoding-type"] {
-        case nil: encodeURL = false
-        case "url": encodeURL = true
-        case let other?: throw GatewayError.invalidArgument("Invalid Encoding Method specified in Request", name: "encoding-type", value: other)
-        }
+        let encodeURL = try Self.encodesURL(query)
         let prefix = query["prefix"] ?? ""
         let delimiter = query["delimiter"].flatMap { $0.isEmpty ? nil : $0 }
         let listQuery = version == 1
@@ -55,6 +50,73 @@ extension Gateway {
             xml.element("CommonPrefixes") { $0.element("Prefix", encoded(commonPrefix)) }
         }
         return xmlResponse(xml)
+    }
+
+    /// ListObjectVersions, on a store that keeps one version per key: every object is its only
+    /// and latest version, whose id is `null`, and there are no delete markers. Pages by
+    /// key-marker; `null` is the only version-id-marker there can be.
+    func listObjectVersions(_ call: Call, bucket: String) async throws -> Response {
+        let query = call.query
+        let maxKeys = try Self.intParameter(query, "max-keys", default: 1000, range: 0...Int.max)
+        let encodeURL = try Self.encodesURL(query)
+        let prefix = query["prefix"] ?? ""
+        let delimiter = query["delimiter"].flatMap { $0.isEmpty ? nil : $0 }
+        let keyMarker = query["key-marker"].flatMap { $0.isEmpty ? nil : $0 }
+        let versionMarker = query["version-id-marker"].flatMap { $0.isEmpty ? nil : $0 }
+        if let versionMarker {
+            guard keyMarker != nil else {
+                throw GatewayError.invalidArgument("A version-id marker cannot be specified without a key marker.",
+                                                   name: "version-id-marker", value: versionMarker)
+            }
+            guard versionMarker == "null" else {
+                throw GatewayError.invalidArgument("Invalid version id specified", name: "version-id-marker", value: versionMarker)
+            }
+        }
+        let result = try await store.listObjects(
+            bucket: bucket, query: ListQuery(prefix: prefix, delimiter: delimiter, startAfter: keyMarker, maxKeys: min(maxKeys, 1000))
+        )
+        func encoded(_ value: String) -> String { encodeURL ? Self.urlEncodeForListing(value) : value }
+
+        var xml = document(call, root: "ListVersionsResult")
+        xml.element("Name", bucket)
+        xml.element("Prefix", encoded(prefix))
+        xml.element("KeyMarker", encoded(keyMarker ?? ""))
+        xml.element("VersionIdMarker", versionMarker ?? "")
+        if result.isTruncated, let next = result.nextMarker {
+            xml.element("NextKeyMarker", encoded(next))
+            xml.element("NextVersionIdMarker", "null")
+        }
+        xml.element("MaxKeys", String(maxKeys))
+        // oss2 requires a Delimiter element, empty when none was given.
+        if delimiter != nil || call.dialect == .oss { xml.element("Delimiter", encoded(delimiter ?? "")) }
+        if encodeURL { xml.element("EncodingType", "url") }
+        xml.element("IsTruncated", result.isTruncated ? "true" : "false")
+        for object in result.objects {
+            xml.element("Version") { entry in
+                entry.element("Key", encoded(object.key))
+                entry.element("VersionId", "null")
+                entry.element("IsLatest", "true")
+                entry.element("LastModified", WireDate.iso8601(object.lastModified, milliseconds: 0))
+                entry.element("ETag", object.etag)
+                if call.dialect == .oss { entry.element("Type", object.etag.contains("-") ? "Multipart" : "Normal") }
+                entry.element("Size", String(object.size))
+                entry.element("StorageClass", "STANDARD")
+                owner(&entry)
+            }
+        }
+        for commonPrefix in result.commonPrefixes {
+            xml.element("CommonPrefixes") { $0.element("Prefix", encoded(commonPrefix)) }
+        }
+        return xmlResponse(xml)
+    }
+
+    /// `encoding-type`: absent, or `url`.
+    static func encodesURL(_ query: [String: String]) throws(GatewayError) -> Bool {
+        switch query["encoding-type"] {
+        case nil: false
+        case "url": true
+        case let other?: throw .invalidArgument("Invalid Encoding Method specified in Request", name: "encoding-type", value: other)
+        }
     }
 
     /// S3's `encoding-type=url`: percent-encoding of everything but unreserved characters and

@@ -18,6 +18,13 @@ extension Gateway {
         case .createBucket(let bucket): return try await createBucket(call, bucket: bucket)
         case .headBucket(let bucket): return try await headBucket(call, bucket: bucket)
         case .getBucketInfo(let bucket): return try await getBucketInfo(call, bucket: bucket)
+        case .listObjectVersions(let bucket): return try await listObjectVersions(call, bucket: bucket)
+        case .getBucketVersioning(let bucket): return try await getBucketVersioning(call, bucket: bucket)
+        case .getBucketAcl(let bucket): return try await getAcl(call, bucket: bucket, key: nil)
+        case .getObjectAcl(let bucket, let key): return try await getAcl(call, bucket: bucket, key: key)
+        case .getBucketSetting(let bucket, let setting):
+            _ = try await store.headBucket(bucket)
+            throw setting.notConfigured
         case .deleteBucket(let bucket): return try await deleteBucket(call, bucket: bucket)
         case .getBucketLocation(let bucket): return try await getBucketLocation(call, bucket: bucket)
         case .listObjects(let bucket): return try await listObjects(call, bucket: bucket, version: 1)

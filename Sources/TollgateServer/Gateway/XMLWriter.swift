@@ -33,6 +33,14 @@ struct XMLWriter {
         if let value { element(name, value) }
     }
 
+    /// An element with attributes (`xmlns:xsi`, `xsi:type`, …), in the order given.
+    mutating func element(_ name: String, attributes: KeyValuePairs<String, String>, _ body: (inout XMLWriter) -> Void) {
+        text += "<\(name)" + attributes.map { " \($0.key)=\"\(Self.escape($0.value))\"" }.joined() + ">"
+        open.append(name)
+        body(&self)
+        end()
+    }
+
     mutating func element(_ name: String, _ body: (inout XMLWriter) -> Void) {
         start(name)
         body(&self)
