@@ -300,3 +300,46 @@ def test_create_bucket_again_and_bucket_names(gw):
             s3.create_bucket(Bucket=name)
         assert error_of(info) == ("InvalidBucketName", 400), name
     s3.delete_bucket(Bucket="again")
+
+
+# MARK: encoding-type=url on every listing
+
+def signed_get(server, path: str, query: str) -> "requests.Response":
+    """A GET signed by botocore's own SigV4 signer with the root credentials (for listings whose
+    boto3 call has no EncodingType parameter)."""
+    import requests
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    request = AWSRequest(method="GET", url=f"{server.gateway_url}{path}?{query}")
+    S3SigV4Auth(Credentials(ROOT_ACCESS_KEY_ID, ROOT_SECRET), "s3", "us-east-1").add_auth(request)
+    return requests.get(request.url, headers=dict(request.headers), timeout=30)
+
+
+def test_encoding_type_url_on_every_listing(gw):
+    s3 = root_s3(gw)
+    odd = ["enc/\nnewline", "enc/a b+c", "enc/\x01control", "enc/\u00fc"]
+    for key in odd:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"x")
+    # boto3 asks v1, v2 and versions listings for encoding-type=url itself, and decodes them.
+    assert sorted(o["Key"] for o in s3.list_objects(Bucket=BUCKET, Prefix="enc/")["Contents"]) == sorted(odd)
+    assert sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="enc/")["Contents"]) == sorted(odd)
+    assert sorted(v["Key"] for v in s3.list_object_versions(Bucket=BUCKET, Prefix="enc/")["Versions"]) == sorted(odd)
+    # A prefix of "\n" round-trips.
+    s3.put_object(Bucket=BUCKET, Key="\nline", Body=b"x")
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix="\n")
+    assert listed["Prefix"] == "\n" and [o["Key"] for o in listed["Contents"]] == ["\nline"]
+    versions = s3.list_object_versions(Bucket=BUCKET, Prefix="\n")
+    assert versions["Prefix"] == "\n" and [v["Key"] for v in versions["Versions"]] == ["\nline"]
+    # Uploads and parts: boto3 does not decode these, so the encoded form is what arrives.
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key="enc/\nupload")["UploadId"]
+    s3.upload_part(Bucket=BUCKET, Key="enc/\nupload", UploadId=upload, PartNumber=1, Body=b"part")
+    uploads = s3.list_multipart_uploads(Bucket=BUCKET, Prefix="enc/", EncodingType="url")
+    assert uploads["EncodingType"] == "url"
+    assert [u["Key"] for u in uploads["Uploads"]] == ["enc/%0Aupload"]
+    parts = signed_get(gw, f"/{BUCKET}/enc/%0Aupload", f"encoding-type=url&uploadId={upload}")
+    assert parts.status_code == 200, parts.text
+    assert "<Key>enc/%0Aupload</Key>" in parts.text and "<EncodingType>url</EncodingType>" in parts.text
+    bad = signed_get(gw, f"/{BUCKET}", "encoding-type=base64&versions=")
+    assert bad.status_code == 400 and "<Code>InvalidArgument</Code>" in bad.text
+    s3.abort_multipart_upload(Bucket=BUCKET, Key="enc/\nupload", UploadId=upload)

@@ -86,10 +86,12 @@ extension Gateway {
     func listParts(_ call: Call, bucket: String, key: String, uploadID: String) async throws -> Response {
         let marker = try Self.intParameter(call.query, "part-number-marker", default: 0, range: 0...10000)
         let maxParts = try Self.intParameter(call.query, "max-parts", default: 1000, range: 0...Int.max)
+        let encodeURL = try Self.encodesURL(call.query)
         let result = try await store.listParts(bucket: bucket, key: key, uploadID: uploadID, partNumberMarker: marker, maxParts: min(maxParts, 1000))
         var xml = document(call, root: "ListPartsResult")
         xml.element("Bucket", bucket)
-        xml.element("Key", key)
+        xml.element("Key", encodeURL ? Self.urlEncodeForListing(key) : key)
+        if encodeURL { xml.element("EncodingType", "url") }
         xml.element("UploadId", uploadID)
         owner(&xml, "Initiator")
         owner(&xml)
@@ -112,6 +114,7 @@ extension Gateway {
 
     func listMultipartUploads(_ call: Call, bucket: String) async throws -> Response {
         let maxUploads = try Self.intParameter(call.query, "max-uploads", default: 1000, range: 0...Int.max)
+        let encodeURL = try Self.encodesURL(call.query)
         let query = ListUploadsQuery(
             prefix: call.query["prefix"] ?? "", delimiter: call.query["delimiter"].flatMap { $0.isEmpty ? nil : $0 },
             keyMarker: call.query["key-marker"].flatMap { $0.isEmpty ? nil : $0 },
@@ -119,7 +122,6 @@ extension Gateway {
             maxUploads: min(maxUploads, 1000)
         )
         let result = try await store.listMultipartUploads(bucket: bucket, query: query)
-        let encodeURL = call.query["encoding-type"] == "url"
         func encoded(_ value: String) -> String { encodeURL ? Self.urlEncodeForListing(value) : value }
         var xml = document(call, root: "ListMultipartUploadsResult")
         xml.element("Bucket", bucket)
