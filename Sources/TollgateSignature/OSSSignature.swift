@@ -93,9 +93,10 @@ public enum OSSSignature {
     }
 
     /// `/bucket/key` (or `/`) plus the signed sub-resources, decoded, sorted by name.
-    public static func canonicalizedResourceV1(bucket: String?, key: String?, query: [RawQueryItem]) -> String {
+    /// `bucketSlash: false` gives the bucket-level form some clients sign, `/bucket`.
+    public static func canonicalizedResourceV1(bucket: String?, key: String?, query: [RawQueryItem], bucketSlash: Bool = true) -> String {
         var resource = "/"
-        if let bucket, !bucket.isEmpty { resource = "/\(bucket)/\(key ?? "")" }
+        if let bucket, !bucket.isEmpty { resource = key == nil && !bucketSlash ? "/\(bucket)" : "/\(bucket)/\(key ?? "")" }
         let subresources = query.filter { v1SubResources.contains(String($0.name)) }
             .map { (String($0.name), $0.value) }
             .sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
@@ -112,25 +113,37 @@ public enum OSSSignature {
     }
 
     static func stringToSignV1(method: String, headers: SignatureHeaders, date: String, bucket: String?,
-                               key: String?, query: [RawQueryItem]) -> String {
+                               key: String?, query: [RawQueryItem], bucketSlash: Bool = true) -> String {
         let md5 = headers["content-md5"]?.trimmingASCIIWhitespace() ?? ""
         let type = headers["content-type"]?.trimmingASCIIWhitespace() ?? ""
         return [method, md5, type, date,
-                canonicalizedOSSHeaders(headers) + canonicalizedResourceV1(bucket: bucket, key: key, query: query)]
+                canonicalizedOSSHeaders(headers) + canonicalizedResourceV1(bucket: bucket, key: key, query: query, bucketSlash: bucketSlash)]
             .joined(separator: "\n")
     }
 
-    static func checkV1(secret: String, stringToSign: String, provided: String, accessKeyId: String) throws(OSSAuthError) {
-        let expected: String
-        do {
-            expected = Base64.encode(try Crypto.hmacSHA1(key: Array(secret.utf8), data: Array(stringToSign.utf8)))
-        } catch {
-            throw .internalError
+    /// The strings a V1 signature may cover: the canonical one and, for a bucket-level request
+    /// only, the same with `/bucket` for `/bucket/` (as some path-style clients sign it). Every
+    /// other part of the canonical form stays strict.
+    static func stringsToSignV1(method: String, headers: SignatureHeaders, date: String, bucket: String?,
+                                key: String?, query: [RawQueryItem]) -> [String] {
+        let canonical = stringToSignV1(method: method, headers: headers, date: date, bucket: bucket, key: key, query: query)
+        guard key == nil, let bucket, !bucket.isEmpty else { return [canonical] }
+        return [canonical, stringToSignV1(method: method, headers: headers, date: date, bucket: bucket, key: nil, query: query, bucketSlash: false)]
+    }
+
+    /// Accepts `provided` when it signs one of `stringsToSign`; a mismatch reports the canonical one.
+    static func checkV1(secret: String, stringsToSign: [String], provided: String, accessKeyId: String) throws(OSSAuthError) {
+        for stringToSign in stringsToSign {
+            let expected: String
+            do {
+                expected = Base64.encode(try Crypto.hmacSHA1(key: Array(secret.utf8), data: Array(stringToSign.utf8)))
+            } catch {
+                throw .internalError
+            }
+            if Crypto.constantTimeEqual(expected, provided) { return }
         }
-        guard Crypto.constantTimeEqual(expected, provided) else {
-            throw .signatureDoesNotMatch(SignatureMismatch(accessKeyId: accessKeyId, stringToSign: stringToSign,
-                                                              signatureProvided: provided, canonicalRequest: ""))
-        }
+        throw .signatureDoesNotMatch(SignatureMismatch(accessKeyId: accessKeyId, stringToSign: stringsToSign[0],
+                                                          signatureProvided: provided, canonicalRequest: ""))
     }
 
     static func verifyV1Header(_ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?,
@@ -153,9 +166,9 @@ public enum OSSSignature {
         }
         try checkSkew(requestTime, now: request.now)
         let secret = try lookupSecret(accessKeyId, token: token, dialect: .ossV1, lookup: lookup)
-        let stringToSign = stringToSignV1(method: request.method, headers: request.headers, date: date,
-                                          bucket: bucket, key: key, query: query)
-        try checkV1(secret: secret, stringToSign: stringToSign, provided: signature, accessKeyId: accessKeyId)
+        let stringsToSign = stringsToSignV1(method: request.method, headers: request.headers, date: date,
+                                            bucket: bucket, key: key, query: query)
+        try checkV1(secret: secret, stringsToSign: stringsToSign, provided: signature, accessKeyId: accessKeyId)
         return VerifiedIdentity(accessKeyId: accessKeyId, dialect: .ossV1, securityToken: token, presigned: false,
                                 region: nil, signedHeaders: v1SignedHeaders(request.headers),
                                 requestTime: requestTime, expires: nil)
@@ -175,9 +188,9 @@ public enum OSSSignature {
         let expires = Date(timeIntervalSince1970: TimeInterval(epoch))
         if request.now > expires { throw .requestExpired(expires: expires, serverTime: request.now) }
         let secret = try lookupSecret(accessKeyId, token: token, dialect: .ossV1, lookup: lookup)
-        let stringToSign = stringToSignV1(method: request.method, headers: request.headers, date: expiresValue,
-                                          bucket: bucket, key: key, query: query)
-        try checkV1(secret: secret, stringToSign: stringToSign, provided: signature, accessKeyId: accessKeyId)
+        let stringsToSign = stringsToSignV1(method: request.method, headers: request.headers, date: expiresValue,
+                                            bucket: bucket, key: key, query: query)
+        try checkV1(secret: secret, stringsToSign: stringsToSign, provided: signature, accessKeyId: accessKeyId)
         return VerifiedIdentity(accessKeyId: accessKeyId, dialect: .ossV1, securityToken: token, presigned: true,
                                 region: nil, signedHeaders: v1SignedHeaders(request.headers),
                                 requestTime: nil, expires: expires)
