@@ -304,8 +304,8 @@ def test_multipart_upload_file_50mib(s3, tmp):
 
 @pytest.fixture(scope="module")
 def presigner(gw, creds):
-    """botocore presigns with SigV2 (query `Signature=`) unless told otherwise for us-east-1;
-    the gateway speaks SigV4 (issue 4), so ask for it the documented way."""
+    """botocore presigns with SigV2 (query `Signature=`) unless told otherwise for us-east-1
+    (interop/test_sigv2.py covers that); these tests ask for SigV4 the documented way."""
     return s3_client(gw, creds, signature_version="s3v4")
 
 

@@ -4,6 +4,8 @@ import Foundation
 public enum SignatureDialect: String, Sendable, Equatable {
     /// AWS Signature Version 4 for S3 (header or presigned query).
     case s3SigV4
+    /// AWS Signature Version 2 for S3 (`Authorization: AWS ak:sig`, `AWSAccessKeyId` presigned URLs).
+    case s3SigV2
     /// OSS `Authorization: OSS ak:sig` / `OSSAccessKeyId` presigned URLs (HMAC-SHA1).
     case ossV1
     /// OSS `OSS4-HMAC-SHA256` (header or presigned query).

@@ -48,7 +48,7 @@ public enum OSSSignature {
         case .ossV4Query: return try verifyV4Query(request, query: query, bucket: bucket, key: key, token: token, lookup: lookup)
         case .unsupported(let name):
             throw .invalidArgument(message: "Unsupported signature version.", name: "Authorization", value: name)
-        case .anonymous, .s3SigV4Header, .s3SigV4Query:
+        case .anonymous, .s3SigV4Header, .s3SigV4Query, .s3SigV2Header, .s3SigV2Query:
             throw .accessDenied("AccessDenied")
         }
     }

@@ -316,9 +316,10 @@ public enum S3SigV4 {
         }
     }
 
-    static func lookupSecret(_ accessKeyId: String, token: String?, lookup: SecretLookup) throws(S3AuthError) -> String {
+    static func lookupSecret(_ accessKeyId: String, token: String?, dialect: SignatureDialect = .s3SigV4,
+                             lookup: SecretLookup) throws(S3AuthError) -> String {
         do {
-            return try lookup(CredentialQuery(accessKeyId: accessKeyId, securityToken: token, dialect: .s3SigV4))
+            return try lookup(CredentialQuery(accessKeyId: accessKeyId, securityToken: token, dialect: dialect))
         } catch {
             throw S3AuthError(error, accessKeyId: accessKeyId)
         }

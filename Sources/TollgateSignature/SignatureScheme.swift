@@ -4,16 +4,19 @@ public enum SignatureScheme: Sendable, Equatable {
     case anonymous
     case s3SigV4Header
     case s3SigV4Query
+    case s3SigV2Header
+    case s3SigV2Query
     case ossV1Header
     case ossV1Query
     case ossV4Header
     case ossV4Query
-    /// A scheme Tollgate does not implement (AWS SigV2 `AWS ak:sig`, `OSS2`, …), by name.
+    /// A scheme Tollgate does not implement (`OSS2`, …), by name.
     case unsupported(String)
 
     public var dialect: SignatureDialect? {
         switch self {
         case .s3SigV4Header, .s3SigV4Query: .s3SigV4
+        case .s3SigV2Header, .s3SigV2Query: .s3SigV2
         case .ossV1Header, .ossV1Query: .ossV1
         case .ossV4Header, .ossV4Query: .ossV4
         case .anonymous, .unsupported: nil
@@ -36,6 +39,7 @@ public enum SignatureScheme: Sendable, Equatable {
             if authorization.hasPrefix("OSS4-HMAC-SHA256 ") { return .ossV4Header }
             if authorization.hasPrefix("OSS ") { return .ossV1Header }
             if authorization.hasPrefix("AWS4-HMAC-SHA256 ") { return .s3SigV4Header }
+            if authorization.hasPrefix("AWS ") { return .s3SigV2Header }
             let name = authorization.prefix { $0 != " " }
             return .unsupported(String(name))
         }
@@ -45,7 +49,7 @@ public enum SignatureScheme: Sendable, Equatable {
         }
         if items.contains(where: { $0.name == "OSSAccessKeyId" }) { return .ossV1Query }
         if items.contains(where: { $0.name == "X-Amz-Algorithm" }) { return .s3SigV4Query }
-        if items.contains(where: { $0.name == "AWSAccessKeyId" }) { return .unsupported("AWS") }
+        if items.contains(where: { $0.name == "AWSAccessKeyId" }) { return .s3SigV2Query }
         return .anonymous
     }
 }

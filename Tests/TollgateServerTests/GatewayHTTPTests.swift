@@ -42,18 +42,23 @@ private func withGateway(_ body: @Sendable (any TestClientProtocol, any ObjectSt
     }
 }
 
-@Test func signatureV2IsRefusedClearly() async throws {
+@Test func unknownSchemesAreRefusedClearly() async throws {
     try await withGateway { client, _ in
-        try await client.execute(uri: "/tollgate/x.txt", method: .get, headers: [.authorization: "AWS AKID:c2ln"]) { response in
+        try await client.execute(uri: "/tollgate/x.txt", method: .get, headers: [.authorization: "Bearer c2ln"]) { response in
             #expect(response.status == .badRequest)
             #expect(String(buffer: response.body).contains("<Code>InvalidRequest</Code>"))
+        }
+        // SigV2 is verified: an undated, unknown key is refused in S3 XML.
+        try await client.execute(uri: "/tollgate/x.txt", method: .get, headers: [.authorization: "AWS AKID:c2ln"]) { response in
+            #expect(response.status == .forbidden)
+            #expect(String(buffer: response.body).contains("<Code>AccessDenied</Code>"))
         }
     }
 }
 
 @Test func unsupportedSubresourceIsNotImplemented() async throws {
     try await withGateway { client, _ in
-        try await client.execute(uri: "/tollgate?acl", method: .get) { response in
+        try await client.execute(uri: "/tollgate?acl", method: .put) { response in
             #expect(response.status == .notImplemented)
             #expect(String(buffer: response.body).contains("<Code>NotImplemented</Code>"))
         }

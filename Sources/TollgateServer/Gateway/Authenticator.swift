@@ -55,6 +55,15 @@ struct Authenticator: Sendable {
         return GatewayIdentity(accessKeyId: accessKeyId, isRoot: claims == nil, claims: claims, s3: verified)
     }
 
+    /// An S3 request signed with Signature Version 2 (`authPath`: the path with its bucket).
+    func authenticateS3V2(_ request: SignatureRequest, authPath: String, bucketLevel: Bool) throws(S3AuthError) -> GatewayIdentity {
+        var claims: TokenClaims?
+        let verified = try S3SigV2.verify(request, authPath: authPath, bucketLevel: bucketLevel) { (query) throws(CredentialLookupError) in
+            try lookup(query, now: request.now, claims: &claims)
+        }
+        return GatewayIdentity(accessKeyId: verified.identity.accessKeyId, isRoot: claims == nil, claims: claims, s3: verified)
+    }
+
     /// A request to another SigV4 service on this server (`sts`), whose body the caller hashed.
     func authenticate(_ request: SignatureRequest, service: String, bodySHA256: String) throws(S3AuthError) -> GatewayIdentity {
         var claims: TokenClaims?

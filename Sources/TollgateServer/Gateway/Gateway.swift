@@ -122,13 +122,7 @@ struct Gateway: HTTPResponder, Sendable {
     /// the path (path style). The key is percent-decoded and must be UTF-8.
     static func address(host: String?, rawPath: String, baseDomain: String?) throws(GatewayError) -> (bucket: String?, key: String?) {
         var path = rawPath.hasPrefix("/") ? rawPath.dropFirst() : rawPath[...]
-        var bucket: String?
-        if let baseDomain, let host {
-            let hostname = host.split(separator: ":").first.map(String.init)?.lowercased() ?? ""
-            if hostname.hasSuffix("." + baseDomain.lowercased()) {
-                bucket = String(hostname.dropLast(baseDomain.count + 1))
-            }
-        }
+        var bucket = virtualHostBucket(host: host, baseDomain: baseDomain)
         if bucket == nil {
             let slash = path.utf8.firstIndex(of: UInt8(ascii: "/")) ?? path.endIndex
             if slash != path.startIndex { bucket = try Self.decodeUTF8(path[..<slash]) }
@@ -136,6 +130,14 @@ struct Gateway: HTTPResponder, Sendable {
         }
         let key = path.isEmpty ? nil : try Self.decodeUTF8(path)
         return (bucket, key)
+    }
+
+    /// The bucket a virtual-hosted request names in its Host (`bucket.BASE`), or nil.
+    static func virtualHostBucket(host: String?, baseDomain: String?) -> String? {
+        guard let baseDomain, let host else { return nil }
+        let hostname = host.split(separator: ":").first.map(String.init)?.lowercased() ?? ""
+        guard hostname.hasSuffix("." + baseDomain.lowercased()) else { return nil }
+        return String(hostname.dropLast(baseDomain.count + 1))
     }
 
     static func decodeUTF8(_ raw: Substring) throws(GatewayError) -> String {
@@ -182,6 +184,16 @@ struct Gateway: HTTPResponder, Sendable {
                                "The authorization mechanism you have provided (\(name)) is not supported. Please use AWS4-HMAC-SHA256.")
         case .s3SigV4Header, .s3SigV4Query:
             do throws(S3AuthError) { identity = try authenticator.authenticateS3(signed) } catch {
+                metrics.denied(DenialReason(error))
+                throw error
+            }
+        case .s3SigV2Header, .s3SigV2Query:
+            // SigV2 signs the path with its bucket, also for a virtual-hosted request.
+            let virtualBucket = Self.virtualHostBucket(host: signed.headers["host"], baseDomain: live.current.config.gatewayBaseDomain)
+            let authPath = virtualBucket.map { "/" + $0 + signed.rawPath } ?? signed.rawPath
+            do throws(S3AuthError) {
+                identity = try authenticator.authenticateS3V2(signed, authPath: authPath, bucketLevel: bucket != nil && key == nil)
+            } catch {
                 metrics.denied(DenialReason(error))
                 throw error
             }
