@@ -343,3 +343,19 @@ def test_encoding_type_url_on_every_listing(gw):
     bad = signed_get(gw, f"/{BUCKET}", "encoding-type=base64&versions=")
     assert bad.status_code == 400 and "<Code>InvalidArgument</Code>" in bad.text
     s3.abort_multipart_upload(Bucket=BUCKET, Key="enc/\nupload", UploadId=upload)
+
+
+def test_complete_multipart_upload_is_idempotent(gw):
+    s3 = root_s3(gw)
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key="retry/object")["UploadId"]
+    part = s3.upload_part(Bucket=BUCKET, Key="retry/object", UploadId=upload, PartNumber=1, Body=b"only part")
+    parts = {"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]}
+    first = s3.complete_multipart_upload(Bucket=BUCKET, Key="retry/object", UploadId=upload, MultipartUpload=parts)
+    # The answer was lost; the SDK retries the same request.
+    again = s3.complete_multipart_upload(Bucket=BUCKET, Key="retry/object", UploadId=upload, MultipartUpload=parts)
+    assert again["ETag"] == first["ETag"] and again["Key"] == "retry/object"
+    assert s3.get_object(Bucket=BUCKET, Key="retry/object")["Body"].read() == b"only part"
+    with pytest.raises(ClientError) as other:
+        s3.complete_multipart_upload(Bucket=BUCKET, Key="retry/object", UploadId=upload,
+                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": '"' + "0" * 32 + '"'}]})
+    assert error_of(other) == ("NoSuchUpload", 404)

@@ -76,7 +76,16 @@ extension LocalObjectStore {
         minimumPartSize: Int64? = nil
     ) async throws -> ObjectInfo {
         try MultipartRules.validate(parts)
-        let (upload, stored) = try await index.uploadWithParts(bucket: bucket, key: key, uploadID: uploadID)
+        let upload: MultipartUpload, stored: [PartRow]
+        do {
+            (upload, stored) = try await index.uploadWithParts(bucket: bucket, key: key, uploadID: uploadID)
+        } catch StoreError.noSuchUpload(let uploadID) {
+            // Completed already? The same request again gets the same answer (S3 and RGW do).
+            let completed = try await index.completedUpload(uploadID)
+            let current = try await index.currentObject(bucket: bucket, key: key)?.info
+            if MultipartRules.isRetry(bucket: bucket, key: key, parts: parts, completed: completed, current: current), let current { return current }
+            throw StoreError.noSuchUpload(uploadID: uploadID)
+        }
         let chosen = try MultipartRules.choose(
             parts, from: Dictionary(uniqueKeysWithValues: stored.map { ($0.info.partNumber, $0) }), info: \.info,
             minimumPartSize: minimumPartSize ?? configuration.minimumPartSize

@@ -30,6 +30,8 @@ public final class MemoryObjectStore: ObjectStore {
         var buckets: [String: Date] = [:]
         var objects: [String: [String: StoredBytes]] = [:]
         var uploads: [String: Upload] = [:]
+        /// Uploads completed, to answer retries of their CompleteMultipartUpload.
+        var completed: [String: CompletedUploadRecord] = [:]
         var uploadLimit: Int
         var versions: UInt64 = 0
 
@@ -159,6 +161,7 @@ public final class MemoryObjectStore: ObjectStore {
                     throw StoreError.invalidPart(partNumber: number)
                 }
                 state.uploads[completing.uploadID] = nil
+                state.completed[completing.uploadID] = CompletedUploadRecord(bucket: bucket, key: key, etag: etag)
             }
             state.objects[bucket, default: [:]][key] = StoredBytes(info: info, bytes: bytes)
         }
@@ -389,6 +392,13 @@ public final class MemoryObjectStore: ObjectStore {
         bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions, minimumPartSize: Int64?
     ) async throws -> ObjectInfo {
         try MultipartRules.validate(parts)
+        let (found, completed, current) = state.withLock { state in
+            (state.uploads[uploadID], state.completed[uploadID], state.objects[bucket]?[key]?.info)
+        }
+        // Completed already? The same request again gets the same answer (S3 and RGW do).
+        if found == nil, MultipartRules.isRetry(bucket: bucket, key: key, parts: parts, completed: completed, current: current), let current {
+            return current
+        }
         let upload = try state.withLock { (state) throws(StoreError) in try state.upload(bucket, key, uploadID) }
         let chosen = try MultipartRules.choose(parts, from: upload.parts, info: \.info, minimumPartSize: minimumPartSize ?? self.minimumPartSize)
         var bytes = ByteBuffer()

@@ -109,10 +109,21 @@ extension MetadataIndex {
         }
     }
 
-    /// Deletes up to `limit` uploads initiated before `cutoff`; returns how many and their part files.
+    /// The upload `uploadID` as it was completed, if it was completed since the last prune.
+    func completedUpload(_ uploadID: String) async throws -> CompletedUploadRecord? {
+        try await lookup { db in
+            try Row.fetchOne(db, sql: "SELECT bucket, key, etag FROM completed_upload WHERE upload_id = ?", arguments: [uploadID]).map { row in
+                CompletedUploadRecord(bucket: row["bucket"], key: String(decoding: (row["key"] as Data), as: UTF8.self), etag: row["etag"])
+            }
+        }
+    }
+
+    /// Deletes up to `limit` uploads initiated before `cutoff`, and the records of uploads
+    /// completed before it; returns how many uploads and their part files.
     func abortUploads(initiatedBefore cutoff: Date, limit: Int) async throws -> (count: Int, files: [String]) {
         let before = Millis.from(cutoff)
         return try await write { db in
+            try db.execute(sql: "DELETE FROM completed_upload WHERE completed_ms < ?", arguments: [before])
             let ids = try String.fetchAll(
                 db, sql: "SELECT upload_id FROM upload WHERE initiated_ms < ? LIMIT ?", arguments: [before, limit]
             )

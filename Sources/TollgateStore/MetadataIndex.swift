@@ -186,6 +186,10 @@ final class MetadataIndex: Sendable {
                     throw StoreError.invalidPart(partNumber: number)
                 }
                 obsolete += try Self.deleteUpload(db, completing.uploadID)
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO completed_upload (upload_id, bucket, key, etag, completed_ms) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [completing.uploadID, info.bucket, info.key.keyBlob, info.etag, Millis.from(info.lastModified)]
+                )
             }
             try Self.insertObject(db, object)
             if let current, current.fileID != object.fileID { obsolete.append(current.fileID) }

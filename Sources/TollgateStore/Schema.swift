@@ -58,6 +58,19 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v2-completed-uploads") { db in
+            // Uploads completed lately, so that a retried CompleteMultipartUpload (the first
+            // answer lost on the way) gets the same answer; pruned with expired uploads.
+            try db.execute(sql: """
+                CREATE TABLE completed_upload (
+                    upload_id TEXT NOT NULL PRIMARY KEY,
+                    bucket TEXT NOT NULL,
+                    key BLOB NOT NULL,
+                    etag TEXT NOT NULL,
+                    completed_ms INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

@@ -145,17 +145,36 @@ enum MultipartRules {
     }
 
     /// S3's multipart ETag: the MD5 of the concatenated binary part MD5s, then "-N".
+    /// Whether a CompleteMultipartUpload of an upload that is gone repeats the one that completed
+    /// it: same bucket and key, a part list giving the same ETag, and that object still there.
+    static func isRetry(bucket: String, key: String, parts: [CompletedPart], completed: CompletedUploadRecord?, current: ObjectInfo?) -> Bool {
+        guard let completed, completed.bucket == bucket, completed.key == key, let current, current.etag == completed.etag else { return false }
+        return (try? etag(of: parts.map(\.etag))) == completed.etag
+    }
+
     static func etag(_ parts: [PartInfo]) throws -> String {
+        try etag(of: parts.map(\.etag))
+    }
+
+    /// S3's multipart ETag: the MD5 of the parts' MD5s, then `-` and the number of parts.
+    static func etag(of partETags: [String]) throws -> String {
         let digest = try StreamingDigest(.md5)
-        for part in parts {
-            guard let md5 = Hex.decode(ETag.normalize(part.etag)) else { throw StoreError.corrupted("stored part ETag is not hex") }
+        for partETag in partETags {
+            guard let md5 = Hex.decode(ETag.normalize(partETag)) else { throw StoreError.corrupted("stored part ETag is not hex") }
             try digest.update(md5)
         }
-        return "\"" + Hex.encode(try digest.finalize()) + "-\(parts.count)\""
+        return "\"" + Hex.encode(try digest.finalize()) + "-\(partETags.count)\""
     }
 }
 
 extension ETag {
     /// The quoted ETag of a body with this MD5.
     static func quoted(md5: [UInt8]) -> String { "\"" + Hex.encode(md5) + "\"" }
+}
+
+/// What the store remembers of a completed multipart upload, to answer its retries.
+struct CompletedUploadRecord: Sendable, Equatable {
+    let bucket: String
+    let key: String
+    let etag: String
 }
