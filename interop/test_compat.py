@@ -96,6 +96,27 @@ def test_v2_sdk_get_bucket_info(gw):
     assert result.bucket_info.acl == "private"
 
 
+def test_bucket_stat_and_object_meta(gw):
+    s3 = root_s3(gw)
+    s3.create_bucket(Bucket="stat-bucket")
+    bucket = root_bucket(gw, "stat-bucket")
+    bucket.put_object("a", b"12345")
+    bucket.put_object("b", b"123")
+    upload = bucket.init_multipart_upload("c").upload_id
+    bucket.upload_part("c", upload, 1, b"part")
+    stat = bucket.get_bucket_stat()
+    assert (stat.storage_size_in_bytes, stat.object_count, stat.multi_part_upload_count) == (8, 2, 1)
+    assert stat.standard_object_count == 2 and stat.multipart_part_count == 1 and stat.last_modified_time > 0
+    v2 = v2_client(gw).get_bucket_stat(oss_v2.models.GetBucketStatRequest(bucket="stat-bucket"))
+    assert (v2.storage, v2.object_count, v2.multi_part_upload_count) == (8, 2, 1)
+    meta = bucket.get_object_meta("a")
+    assert meta.content_length == 5 and meta.etag and meta.last_modified > 0
+    v2meta = v2_client(gw).get_object_meta(oss_v2.models.GetObjectMetaRequest(bucket="stat-bucket", key="a"))
+    assert v2meta.content_length == 5 and v2meta.etag
+    bucket.abort_multipart_upload("c", upload)
+    refused(lambda: root_bucket(gw, "no-such-bucket").get_bucket_stat(), 404, "NoSuchBucket")
+
+
 def test_get_bucket_info_needs_its_own_action(gw):
     # The read-write role grants oss:ListObjects, not oss:GetBucketInfo.
     writer = sts_bucket(gw, issue(gw, "--role", "readwrite"), "v1")

@@ -17,6 +17,7 @@ public enum ResourceLevel: String, Sendable, Hashable {
 /// | createBucket | `oss:PutBucket` | `s3:CreateBucket` | bucket |
 /// | headBucket | `oss:ListObjects` | `s3:ListBucket` | bucket |
 /// | getBucketInfo | `oss:GetBucketInfo` | `s3:ListBucket` | bucket |
+/// | getBucketStat | `oss:GetBucketStat` | `s3:ListBucket` | bucket |
 /// | listObjectVersions | `oss:ListObjectVersions` | `s3:ListBucketVersions` | bucket |
 /// | getBucketVersioning | `oss:GetBucketVersioning` | `s3:GetBucketVersioning` | bucket |
 /// | getBucketAcl | `oss:GetBucketAcl` | `s3:GetBucketAcl` | bucket |
@@ -54,6 +55,7 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
     case createBucket
     case headBucket
     case getBucketInfo
+    case getBucketStat
     case listObjectVersions
     case getBucketVersioning
     case getBucketAcl
@@ -90,6 +92,7 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         case .listBuckets: "oss:ListBuckets"
         case .createBucket: "oss:PutBucket"
         case .getBucketInfo: "oss:GetBucketInfo"
+        case .getBucketStat: "oss:GetBucketStat"
         case .listObjectVersions: "oss:ListObjectVersions"
         case .getBucketVersioning: "oss:GetBucketVersioning"
         case .getBucketAcl: "oss:GetBucketAcl"
@@ -118,7 +121,7 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         switch self {
         case .listBuckets: "s3:ListAllMyBuckets"
         case .createBucket: "s3:CreateBucket"
-        case .headBucket, .getBucketInfo: "s3:ListBucket"
+        case .headBucket, .getBucketInfo, .getBucketStat: "s3:ListBucket"
         case .listObjectVersions: "s3:ListBucketVersions"
         case .getBucketVersioning: "s3:GetBucketVersioning"
         case .getBucketAcl: "s3:GetBucketAcl"
@@ -146,7 +149,7 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
     public var resourceLevel: ResourceLevel {
         switch self {
         case .listBuckets: .service
-        case .createBucket, .headBucket, .getBucketInfo, .listObjectVersions, .getBucketVersioning, .getBucketAcl,
+        case .createBucket, .headBucket, .getBucketInfo, .getBucketStat, .listObjectVersions, .getBucketVersioning, .getBucketAcl,
              .getBucketLifecycle, .getBucketPolicy, .getBucketEncryption, .getBucketCors, .getBucketTagging, .getBucketWebsite,
              .deleteBucket, .getBucketLocation, .listObjects, .listObjectsV2,
              .listMultipartUploads: .bucket

@@ -311,6 +311,10 @@ public final class LocalObjectStore: ObjectStore {
         try await index.bucket(name)
     }
 
+    public func bucketStats(_ name: String) async throws -> BucketStats {
+        try await index.bucketStats(name)
+    }
+
     public func deleteBucket(_ name: String) async throws {
         await removeFiles(try await index.deleteBucket(name))
     }

@@ -113,6 +113,19 @@ public final class MemoryObjectStore: ObjectStore {
         }
     }
 
+    public func bucketStats(_ name: String) async throws -> BucketStats {
+        try state.withLock { (state) throws(StoreError) in
+            try state.requireBucket(name)
+            let objects = state.objects[name]?.values.map(\.info) ?? []
+            let uploads = state.uploads.values.filter { $0.upload.bucket == name }
+            return BucketStats(
+                objectCount: Int64(objects.count), storageBytes: objects.reduce(0) { $0 + $1.size },
+                multipartUploadCount: Int64(uploads.count), multipartPartCount: Int64(uploads.reduce(0) { $0 + $1.parts.count }),
+                lastModified: objects.map(\.lastModified).max()
+            )
+        }
+    }
+
     public func deleteBucket(_ name: String) async throws {
         try state.withLock { (state) throws(StoreError) in
             try state.requireBucket(name)

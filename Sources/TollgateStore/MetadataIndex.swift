@@ -115,6 +115,20 @@ final class MetadataIndex: Sendable {
         }
     }
 
+    /// Counts and sums over the bucket's rows, in SQLite (three aggregate queries over the
+    /// primary key and the upload index; no row reaches Swift).
+    func bucketStats(_ name: String) async throws -> BucketStats {
+        try await lookup { db in
+            try Self.requireBucket(db, name)
+            let objects = try Row.fetchOne(db, sql: "SELECT COUNT(*) AS n, COALESCE(SUM(size), 0) AS bytes, MAX(last_modified_ms) AS newest FROM object WHERE bucket = ?", arguments: [name])!
+            let uploads = try Int64.fetchOne(db, sql: "SELECT COUNT(*) FROM upload WHERE bucket = ?", arguments: [name]) ?? 0
+            let parts = try Int64.fetchOne(db, sql: "SELECT COUNT(*) FROM part JOIN upload USING (upload_id) WHERE upload.bucket = ?", arguments: [name]) ?? 0
+            let newest: Int64? = objects["newest"]
+            return BucketStats(objectCount: objects["n"], storageBytes: objects["bytes"], multipartUploadCount: uploads,
+                               multipartPartCount: parts, lastModified: newest.map(Millis.date))
+        }
+    }
+
     /// Deletes an empty bucket, aborting the multipart uploads still in it (as S3 does); returns
     /// their part files.
     func deleteBucket(_ name: String) async throws -> [String] {

@@ -13,6 +13,8 @@ public protocol ObjectStore: Sendable {
     @discardableResult
     func createBucket(_ name: String) async throws -> BucketInfo
     func headBucket(_ name: String) async throws -> BucketInfo
+    /// What the bucket holds: objects, bytes, unfinished uploads and their parts.
+    func bucketStats(_ name: String) async throws -> BucketStats
     /// Throws `bucketNotEmpty` while objects exist; aborts the multipart uploads still in
     /// progress, as S3 does.
     func deleteBucket(_ name: String) async throws
@@ -72,6 +74,24 @@ public protocol ObjectStore: Sendable {
 }
 
 // MARK: - Values
+
+public struct BucketStats: Sendable, Equatable {
+    public var objectCount: Int64
+    /// The objects' bytes.
+    public var storageBytes: Int64
+    public var multipartUploadCount: Int64
+    public var multipartPartCount: Int64
+    /// The newest object's last modification, nil when there is none.
+    public var lastModified: Date?
+
+    public init(objectCount: Int64, storageBytes: Int64, multipartUploadCount: Int64, multipartPartCount: Int64, lastModified: Date?) {
+        self.objectCount = objectCount
+        self.storageBytes = storageBytes
+        self.multipartUploadCount = multipartUploadCount
+        self.multipartPartCount = multipartPartCount
+        self.lastModified = lastModified
+    }
+}
 
 public struct BucketInfo: Sendable, Equatable {
     public let name: String

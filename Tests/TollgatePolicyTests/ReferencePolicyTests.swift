@@ -228,6 +228,7 @@ let actionRows: [ActionRow] = [
     ActionRow(op: .createBucket, oss: "oss:PutBucket", s3: "s3:CreateBucket", level: .bucket),
     ActionRow(op: .headBucket, oss: "oss:ListObjects", s3: "s3:ListBucket", level: .bucket),
     ActionRow(op: .getBucketInfo, oss: "oss:GetBucketInfo", s3: "s3:ListBucket", level: .bucket),
+    ActionRow(op: .getBucketStat, oss: "oss:GetBucketStat", s3: "s3:ListBucket", level: .bucket),
     ActionRow(op: .listObjectVersions, oss: "oss:ListObjectVersions", s3: "s3:ListBucketVersions", level: .bucket),
     ActionRow(op: .getBucketVersioning, oss: "oss:GetBucketVersioning", s3: "s3:GetBucketVersioning", level: .bucket),
     ActionRow(op: .getBucketAcl, oss: "oss:GetBucketAcl", s3: "s3:GetBucketAcl", level: .bucket),

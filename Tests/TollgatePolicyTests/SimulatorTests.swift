@@ -54,7 +54,7 @@ struct SimulatorTests {
         let cases = [
             ("oss:GetObjekt", "unknown action \"oss:GetObjekt\": did you mean oss:GetObject?"),
             ("s3:GetObjekt", "unknown action \"s3:GetObjekt\": did you mean s3:GetObject?"),
-            ("oss:ListBucket", "unknown action \"oss:ListBucket\": did you mean oss:ListObjects or oss:GetBucketInfo?"),
+            ("oss:ListBucket", "unknown action \"oss:ListBucket\": did you mean oss:ListObjects or oss:GetBucketInfo or oss:GetBucketStat?"),
             ("s3:ListObjects", "unknown action \"s3:ListObjects\": did you mean s3:ListBucket?"),
             ("oss:Frobnicate", "unknown action \"oss:Frobnicate\": expected one the gateway serves, e.g. oss:GetObject or s3:ListBucket"),
         ]
@@ -86,7 +86,7 @@ struct SimulatorTests {
     @Test func differingOperationsAreListed() throws {
         let policy = EffectivePolicy(role: try shippedPolicy("bucket_read_policy.txt"))
         let result = try PolicySimulator.simulate(policy, action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: PolicyContext())
-        #expect(result.lines.count == 5)
+        #expect(result.lines.count == 6)
         #expect(result.lines[0].hasPrefix("Deny (implicit)"))
         #expect(result.lines.contains { $0.hasPrefix("  headBucket (oss:ListObjects, s3:ListBucket): Allow by policy/bucket_read_policy.txt:3") })
         #expect(result.lines.contains { $0.hasPrefix("  getBucketInfo (oss:GetBucketInfo, s3:ListBucket): Deny (implicit)") })

@@ -21,6 +21,7 @@ let routeCases: [RouteCase] = [
     RouteCase(method: "DELETE", bucket: "b", key: nil, query: [:], operation: .deleteBucket),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["location": ""], operation: .getBucketLocation),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["bucketInfo": ""], operation: .getBucketInfo),
+    RouteCase(method: "GET", bucket: "b", key: nil, query: ["stat": ""], operation: .getBucketStat),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["versions": ""], operation: .listObjectVersions),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["versioning": ""], operation: .getBucketVersioning),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["acl": ""], operation: .getBucketAcl),

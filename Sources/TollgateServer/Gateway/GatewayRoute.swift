@@ -8,6 +8,7 @@ enum GatewayRoute: Equatable, Sendable {
     case createBucket(bucket: String)
     case headBucket(bucket: String)
     case getBucketInfo(bucket: String)
+    case getBucketStat(bucket: String)
     case listObjectVersions(bucket: String)
     case getBucketVersioning(bucket: String)
     case getBucketAcl(bucket: String)
@@ -39,8 +40,7 @@ enum GatewayRoute: Equatable, Sendable {
         "acl", "cors", "lifecycle", "logging", "policy", "replication", "tagging", "versioning", "versions",
         "website", "encryption", "notification", "object-lock", "legal-hold", "retention", "torrent",
         "restore", "select", "accelerate", "analytics", "inventory", "metrics", "ownershipControls",
-        "publicAccessBlock", "requestPayment", "intelligent-tiering", "attributes", "symlink", "referer",
-        "stat", "qos", "worm", "cname", "img", "style", "x-oss-process",
+        "publicAccessBlock", "requestPayment", "intelligent-tiering", "attributes", "symlink", "referer", "qos", "worm", "cname", "img", "style", "x-oss-process",
     ]
 
     /// The reads of bucket and object sub-resources that this gateway answers truthfully: an
@@ -75,6 +75,7 @@ enum GatewayRoute: Equatable, Sendable {
             case "GET":
                 if query["location"] != nil { return .getBucketLocation(bucket: bucket) }
                 if query["bucketInfo"] != nil { return .getBucketInfo(bucket: bucket) }
+                if query["stat"] != nil { return .getBucketStat(bucket: bucket) }
                 if query["uploads"] != nil { return .listMultipartUploads(bucket: bucket) }
                 if query["list-type"] == "2" { return .listObjectsV2(bucket: bucket) }
                 if let listType = query["list-type"], listType != "1" {
@@ -131,6 +132,7 @@ enum GatewayRoute: Equatable, Sendable {
         case .createBucket: .createBucket
         case .headBucket: .headBucket
         case .getBucketInfo: .getBucketInfo
+        case .getBucketStat: .getBucketStat
         case .listObjectVersions: .listObjectVersions
         case .getBucketVersioning: .getBucketVersioning
         case .getBucketAcl: .getBucketAcl
@@ -161,7 +163,7 @@ enum GatewayRoute: Equatable, Sendable {
     var bucket: String? {
         switch self {
         case .listBuckets: nil
-        case .createBucket(let b), .headBucket(let b), .getBucketInfo(let b), .listObjectVersions(let b),
+        case .createBucket(let b), .headBucket(let b), .getBucketInfo(let b), .getBucketStat(let b), .listObjectVersions(let b),
              .getBucketVersioning(let b), .getBucketAcl(let b), .getBucketSetting(let b, _), .deleteBucket(let b), .getBucketLocation(let b),
              .listObjects(let b), .listObjectsV2(let b), .listMultipartUploads(let b), .deleteObjects(let b): b
         case .getObject(let b, _), .getObjectAcl(let b, _), .headObject(let b, _), .getObjectMeta(let b, _), .putObject(let b, _),
@@ -173,7 +175,7 @@ enum GatewayRoute: Equatable, Sendable {
 
     var key: String? {
         switch self {
-        case .listBuckets, .createBucket, .headBucket, .getBucketInfo, .listObjectVersions, .getBucketVersioning,
+        case .listBuckets, .createBucket, .headBucket, .getBucketInfo, .getBucketStat, .listObjectVersions, .getBucketVersioning,
              .getBucketAcl, .getBucketSetting, .deleteBucket, .getBucketLocation, .listObjects,
              .listObjectsV2, .listMultipartUploads, .deleteObjects: nil
         case .getObject(_, let k), .getObjectAcl(_, let k), .headObject(_, let k), .getObjectMeta(_, let k), .putObject(_, let k),

@@ -70,6 +70,22 @@ extension Gateway {
         return xmlResponse(xml)
     }
 
+    /// OSS GetBucketStat: every object is Standard storage, nothing is a live channel.
+    func getBucketStat(_ call: Call, bucket: String) async throws -> Response {
+        let stats = try await store.bucketStats(bucket)
+        var xml = document(call, root: "BucketStat")
+        xml.element("Storage", String(stats.storageBytes))
+        xml.element("ObjectCount", String(stats.objectCount))
+        xml.element("MultipartUploadCount", String(stats.multipartUploadCount))
+        xml.element("LiveChannelCount", "0")
+        xml.element("LastModifiedTime", String(Int64(stats.lastModified?.timeIntervalSince1970 ?? 0)))
+        xml.element("StandardStorage", String(stats.storageBytes))
+        xml.element("StandardObjectCount", String(stats.objectCount))
+        xml.element("MultipartPartCount", String(stats.multipartPartCount))
+        xml.element("DeleteMarkerCount", "0")
+        return xmlResponse(xml)
+    }
+
     /// GetBucketVersioning: versioning was never enabled here, which S3 and OSS answer with an
     /// empty configuration.
     func getBucketVersioning(_ call: Call, bucket: String) async throws -> Response {

@@ -18,6 +18,7 @@ extension Gateway {
         case .createBucket(let bucket): return try await createBucket(call, bucket: bucket)
         case .headBucket(let bucket): return try await headBucket(call, bucket: bucket)
         case .getBucketInfo(let bucket): return try await getBucketInfo(call, bucket: bucket)
+        case .getBucketStat(let bucket): return try await getBucketStat(call, bucket: bucket)
         case .listObjectVersions(let bucket): return try await listObjectVersions(call, bucket: bucket)
         case .getBucketVersioning(let bucket): return try await getBucketVersioning(call, bucket: bucket)
         case .getBucketAcl(let bucket): return try await getAcl(call, bucket: bucket, key: nil)
