@@ -45,6 +45,7 @@ public func makeMetricsFactory(registry: PrometheusCollectorRegistry) -> Prometh
 /// The token listener's router (port 7080): token endpoint, `/healthz`, `/metrics`.
 public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorRegistry? = nil) -> Router<TollgateRequestContext> {
     let router = Router(context: TollgateRequestContext.self)
+    router.add(middleware: TokenCORSMiddleware(live: state.live))
     router.add(middleware: ClientMiddleware(tls: state.snapshot.config.tls != nil, live: state.live))
     router.add(middleware: TokenErrorMiddleware())
     TokenRoutes(live: state.live, revocations: state.revocations, audit: state.tokenAudit, clock: state.clock).addRoutes(to: router)

@@ -34,7 +34,7 @@ public struct TollgateConfig: Sendable {
         "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
         "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "IdleTimeoutSeconds",
         "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication", "RateLimits", "CreatePolicyBuckets",
-        "TLS", "GatewayTLS", "TrustedProxies",
+        "TLS", "GatewayTLS", "TrustedProxies", "CORS",
     ]
     /// The keys read only at start-up: a reload that changes one logs it as needing a restart,
     /// and the running value stays in force; every other key applies on reload. This is the one
@@ -110,6 +110,8 @@ public struct TollgateConfig: Sendable {
     public var gatewayTLS: TLSFiles?
     /// `TrustedProxies`: peers whose forwarding headers name the client.
     public var trustedProxies = TrustedProxies.none
+    /// `CORS`: rules for browser apps on the gateway and the token endpoint (none by default).
+    public var cors = CORSSettings()
     /// The top-level members as written, to tell which keys an edit changed.
     public var members: [String: JSONValue] = [:]
 
@@ -219,6 +221,7 @@ public struct TollgateConfig: Sendable {
         } catch {
             throw ConfigError(file: path, "TrustedProxies: \"\(error.entry)\" is not an IP address or CIDR range (like \"10.0.0.0/8\" or \"fd00::/8\")")
         }
+        config.cors = try CORSSettings.parse(object["CORS"], file: path)
         config.createPolicyBuckets = try reader.bool("CreatePolicyBuckets", default: true)
         config.members = object
         if let id = try environmentValue("TOLLGATE_ACCESS_KEY_ID", environment, path: path) { config.accessKeyID = id.value }

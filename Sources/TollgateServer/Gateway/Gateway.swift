@@ -59,7 +59,44 @@ struct Gateway: HTTPResponder, Sendable {
         var metadataPrefix: String { dialect == .s3 ? "x-amz-meta-" : "x-oss-meta-" }
     }
 
+    /// CORS first (see `CORS.swift`): a preflight `OPTIONS` is answered from the rules alone,
+    /// before and without authentication, and returns nothing stored; every other answer, error
+    /// or not, carries the headers of the rule that admits its `Origin`.
     func respond(to request: Request, context: Context) async throws -> Response {
+        let cors = live.current.config.cors
+        if request.method == .options { return preflight(request, cors: cors) }
+        var response = try await answer(request, context: context)
+        if let origin = request.headers[.origin], let rule = cors.gatewayRule(origin: origin, method: request.method.rawValue) {
+            response.headers[.accessControlAllowOrigin] = rule.allowOrigin(for: origin)
+            response.headers[.accessControlExposeHeaders] = (CORSSettings.exposedByDefault + rule.exposeHeaders).joined(separator: ", ")
+            response.headers.append(HTTPField(name: .vary, value: "Origin"))
+        }
+        return response
+    }
+
+    /// A CORS preflight, as S3 answers it: 200 with the rule's grants, or 403 AccessForbidden.
+    func preflight(_ request: Request, cors: CORSSettings) -> Response {
+        let origin = request.headers[.origin] ?? ""
+        let method = request.headers[.accessControlRequestMethod] ?? ""
+        let requested = CORSSettings.requestedHeaders(request.headers[.accessControlRequestHeaders])
+        guard !origin.isEmpty, let rule = cors.gatewayRule(origin: origin, method: method, requestHeaders: requested) else {
+            return GatewayError(.forbidden, "AccessForbidden", "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.",
+                                details: [("Method", method)])
+                .response(dialect: .s3, requestID: RequestID.next(), resource: request.uri.path, isHead: false)
+        }
+        var headers: HTTPFields = [
+            .accessControlAllowOrigin: rule.allowOrigin(for: origin),
+            .accessControlAllowMethods: rule.allowedMethods.joined(separator: ", "),
+            .vary: "Origin, Access-Control-Request-Headers, Access-Control-Request-Method",
+            .contentLength: "0",
+        ]
+        if !requested.isEmpty { headers[.accessControlAllowHeaders] = requested.joined(separator: ", ") }
+        headers[.accessControlExposeHeaders] = (CORSSettings.exposedByDefault + rule.exposeHeaders).joined(separator: ", ")
+        if let maxAge = rule.maxAgeSeconds { headers[.accessControlMaxAge] = String(maxAge) }
+        return Response(status: .ok, headers: headers)
+    }
+
+    func answer(_ request: Request, context: Context) async throws -> Response {
         let start = GatewayMetrics.now()
         let snapshot = live.current
         var context = context

@@ -1,0 +1,181 @@
+import HTTPTypes
+import Hummingbird
+import TollgateIdentity
+
+/// One CORS rule, in S3's shape: which origins may send which methods and headers, what the
+/// browser may read back, and how long it may cache a preflight answer.
+struct CORSRule: Sendable, Equatable {
+    var allowedOrigins: [String]
+    var allowedMethods: [String]
+    var allowedHeaders: [String] = []
+    var exposeHeaders: [String] = []
+    var maxAgeSeconds: Int?
+
+    static let methods: Set<String> = ["GET", "PUT", "POST", "DELETE", "HEAD"]
+
+    /// Whether this rule admits a request from `origin` with `method` and, for a preflight, the
+    /// `requestHeaders` it announces (compared case-insensitively).
+    func admits(origin: String, method: String, requestHeaders: [String] = []) -> Bool {
+        guard allowedOrigins.contains(where: { Self.matches($0, origin) }), allowedMethods.contains(method) else { return false }
+        return requestHeaders.allSatisfy { header in allowedHeaders.contains { Self.matches($0.lowercased(), header.lowercased()) } }
+    }
+
+    /// `Access-Control-Allow-Origin` for `origin`: `*` when the rule admits every origin.
+    func allowOrigin(for origin: String) -> String {
+        allowedOrigins.contains("*") ? "*" : origin
+    }
+
+    /// S3's wildcard: `*` alone matches everything; otherwise at most one `*`, matching any run
+    /// of characters but `/` (an origin has no path, so `https://*.example.com` cannot match
+    /// `https://evil.com/.example.com`).
+    static func matches(_ pattern: String, _ value: String) -> Bool {
+        if pattern == "*" { return true }
+        guard let star = pattern.firstIndex(of: "*") else { return pattern == value }
+        let prefix = pattern[..<star], suffix = pattern[pattern.index(after: star)...]
+        guard value.count >= prefix.count + suffix.count, value.hasPrefix(prefix), value.hasSuffix(suffix) else { return false }
+        return !value.dropFirst(prefix.count).dropLast(suffix.count).contains("/")
+    }
+}
+
+/// CORS for browser apps, from config.json's `CORS` section:
+///
+///     "CORS": {
+///       "Gateway": [{"AllowedOrigins": ["https://app.example.com"], "AllowedMethods": ["GET", "PUT"],
+///                    "AllowedHeaders": ["*"], "ExposeHeaders": [], "MaxAgeSeconds": 3600}],
+///       "TokenEndpoint": ["https://app.example.com"]
+///     }
+///
+/// Absent or empty: no CORS headers, as before. Reloads with the rest of the configuration.
+public struct CORSSettings: Sendable, Equatable {
+    var gateway: [CORSRule] = []
+    var tokenOrigins: [String] = []
+
+    /// Headers every gateway answer lets a browser read, besides a rule's own.
+    static let exposedByDefault = ["ETag", "x-amz-request-id", "x-oss-request-id", "x-oss-hash-crc64ecma", "x-oss-next-append-position"]
+
+    static let keys = ["Gateway", "TokenEndpoint"]
+    static let ruleKeys = ["AllowedOrigins", "AllowedMethods", "AllowedHeaders", "ExposeHeaders", "MaxAgeSeconds"]
+
+    static func parse(_ value: JSONValue?, file: String) throws(ConfigError) -> CORSSettings {
+        var settings = CORSSettings()
+        guard let value, value != .null else { return settings }
+        guard case .object(let members) = value else { throw ConfigError(file: file, "CORS must be an object") }
+        if let unknown = members.keys.filter({ !keys.contains($0) }).sorted().first {
+            throw ConfigError(file: file, "CORS: unknown key \"\(unknown)\" (known: \(keys.joined(separator: ", ")))")
+        }
+        settings.tokenOrigins = try strings(members["TokenEndpoint"], "CORS.TokenEndpoint", file: file)
+        for origin in settings.tokenOrigins { try checkOrigin(origin, "CORS.TokenEndpoint", file: file) }
+        switch members["Gateway"] {
+        case nil, .null?: break
+        case .array(let rules)?:
+            guard rules.count <= 100 else { throw ConfigError(file: file, "CORS.Gateway: at most 100 rules") }
+            for (index, rule) in rules.enumerated() {
+                settings.gateway.append(try parseRule(rule, "CORS.Gateway[\(index)]", file: file))
+            }
+        default: throw ConfigError(file: file, "CORS.Gateway must be an array of rules")
+        }
+        return settings
+    }
+
+    static func parseRule(_ value: JSONValue, _ path: String, file: String) throws(ConfigError) -> CORSRule {
+        guard case .object(let members) = value else { throw ConfigError(file: file, "\(path) must be an object") }
+        if let unknown = members.keys.filter({ !ruleKeys.contains($0) }).sorted().first {
+            throw ConfigError(file: file, "\(path): unknown key \"\(unknown)\" (known: \(ruleKeys.joined(separator: ", ")))")
+        }
+        var rule = CORSRule(allowedOrigins: try strings(members["AllowedOrigins"], "\(path).AllowedOrigins", file: file),
+                            allowedMethods: try strings(members["AllowedMethods"], "\(path).AllowedMethods", file: file))
+        guard !rule.allowedOrigins.isEmpty, !rule.allowedMethods.isEmpty else {
+            throw ConfigError(file: file, "\(path) needs AllowedOrigins and AllowedMethods")
+        }
+        for origin in rule.allowedOrigins { try checkOrigin(origin, "\(path).AllowedOrigins", file: file) }
+        for method in rule.allowedMethods where !CORSRule.methods.contains(method) {
+            throw ConfigError(file: file, "\(path).AllowedMethods: \"\(method)\" is not one of GET, PUT, POST, DELETE, HEAD")
+        }
+        rule.allowedHeaders = try strings(members["AllowedHeaders"], "\(path).AllowedHeaders", file: file)
+        for header in rule.allowedHeaders where header.filter({ $0 == "*" }).count > 1 {
+            throw ConfigError(file: file, "\(path).AllowedHeaders: \"\(header)\" has more than one *")
+        }
+        rule.exposeHeaders = try strings(members["ExposeHeaders"], "\(path).ExposeHeaders", file: file)
+        for header in rule.exposeHeaders where header.contains("*") || HTTPField.Name(header) == nil {
+            throw ConfigError(file: file, "\(path).ExposeHeaders: \"\(header)\" is not a header name")
+        }
+        switch members["MaxAgeSeconds"] {
+        case nil, .null?: break
+        case .number(let seconds)? where seconds == seconds.rounded() && seconds >= 0 && seconds <= 86_400:
+            rule.maxAgeSeconds = Int(seconds)
+        default: throw ConfigError(file: file, "\(path).MaxAgeSeconds must be a whole number of seconds from 0 to 86400")
+        }
+        return rule
+    }
+
+    static func strings(_ value: JSONValue?, _ path: String, file: String) throws(ConfigError) -> [String] {
+        switch value {
+        case nil, .null?: return []
+        case .array(let items)?:
+            var out: [String] = []
+            for item in items {
+                guard case .string(let text) = item, !text.isEmpty, text.utf8.count <= 1024 else {
+                    throw ConfigError(file: file, "\(path) must be an array of non-empty strings")
+                }
+                out.append(text)
+            }
+            guard out.count <= 100 else { throw ConfigError(file: file, "\(path): at most 100 entries") }
+            return out
+        default: throw ConfigError(file: file, "\(path) must be an array of strings")
+        }
+    }
+
+    /// `*`, or `scheme://host[:port]` with at most one `*` (`https://*.example.com`).
+    static func checkOrigin(_ origin: String, _ path: String, file: String) throws(ConfigError) {
+        if origin == "*" { return }
+        let stars = origin.filter { $0 == "*" }.count
+        guard stars <= 1, origin.hasPrefix("http://") || origin.hasPrefix("https://"), !origin.hasSuffix("/") else {
+            throw ConfigError(file: file, "\(path): \"\(origin)\" is not an origin like \"https://app.example.com\" (at most one *)")
+        }
+    }
+
+    /// The first gateway rule that admits the request, if any.
+    func gatewayRule(origin: String, method: String, requestHeaders: [String] = []) -> CORSRule? {
+        gateway.first { $0.admits(origin: origin, method: method, requestHeaders: requestHeaders) }
+    }
+
+    /// Whether the token endpoint answers `origin`.
+    func tokenEndpointAdmits(_ origin: String) -> Bool {
+        tokenOrigins.contains { CORSRule.matches($0, origin) }
+    }
+
+    /// The comma-separated header names of an `Access-Control-Request-Headers` value.
+    static func requestedHeaders(_ value: String?) -> [String] {
+        (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.prefix(100).map { $0 }
+    }
+}
+
+/// CORS on the token endpoint: an `Origin` from `CORS.TokenEndpoint` gets
+/// `Access-Control-Allow-Origin` on every answer (errors too, so a web app can read why it was
+/// refused), and its preflight `OPTIONS` is answered here. Other origins get no CORS headers,
+/// so browsers keep their answers from the page.
+struct TokenCORSMiddleware: RouterMiddleware {
+    typealias Context = TollgateRequestContext
+    let live: LiveConfig
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let origin = request.headers[.origin], live.current.config.cors.tokenEndpointAdmits(origin) else {
+            return try await next(request, context)
+        }
+        if request.method == .options {
+            var headers: HTTPFields = [
+                .accessControlAllowOrigin: origin,
+                .accessControlAllowMethods: "GET, POST",
+                .accessControlMaxAge: "600",
+                .vary: "Origin",
+            ]
+            let requested = CORSSettings.requestedHeaders(request.headers[.accessControlRequestHeaders])
+            if !requested.isEmpty { headers[.accessControlAllowHeaders] = requested.joined(separator: ", ") }
+            return Response(status: .noContent, headers: headers)
+        }
+        var response = try await next(request, context)
+        response.headers[.accessControlAllowOrigin] = origin
+        response.headers.append(HTTPField(name: .vary, value: "Origin"))
+        return response
+    }
+}
