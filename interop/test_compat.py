@@ -380,3 +380,66 @@ def test_complete_multipart_upload_is_idempotent(gw):
         s3.complete_multipart_upload(Bucket=BUCKET, Key="retry/object", UploadId=upload,
                                      MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": '"' + "0" * 32 + '"'}]})
     assert error_of(other) == ("NoSuchUpload", 404)
+
+
+# MARK: Object tagging
+
+def test_object_tagging_with_boto3(gw):
+    s3 = root_s3(gw)
+    s3.put_object(Bucket=BUCKET, Key="tags/a", Body=b"x", Tagging="project=blue&owner=ann%20lee")
+    assert s3.get_object_tagging(Bucket=BUCKET, Key="tags/a")["TagSet"] == [
+        {"Key": "owner", "Value": "ann lee"}, {"Key": "project", "Value": "blue"}]
+    head = s3.head_object(Bucket=BUCKET, Key="tags/a")
+    got = s3.get_object(Bucket=BUCKET, Key="tags/a")
+    assert got["TagCount"] == 2 and head["ETag"] == got["ETag"]
+    s3.put_object_tagging(Bucket=BUCKET, Key="tags/a", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    assert s3.get_object_tagging(Bucket=BUCKET, Key="tags/a")["TagSet"] == [{"Key": "k", "Value": "v"}]
+    assert s3.head_object(Bucket=BUCKET, Key="tags/a")["ETag"] == head["ETag"]
+    # Copies keep the source's tags unless told to replace them.
+    s3.copy_object(Bucket=BUCKET, Key="tags/copy", CopySource={"Bucket": BUCKET, "Key": "tags/a"})
+    assert s3.get_object_tagging(Bucket=BUCKET, Key="tags/copy")["TagSet"] == [{"Key": "k", "Value": "v"}]
+    s3.copy_object(Bucket=BUCKET, Key="tags/copy", CopySource={"Bucket": BUCKET, "Key": "tags/a"},
+                   MetadataDirective="REPLACE", ContentType="text/plain")
+    assert s3.get_object_tagging(Bucket=BUCKET, Key="tags/copy")["TagSet"] == [{"Key": "k", "Value": "v"}]
+    s3.copy_object(Bucket=BUCKET, Key="tags/copy", CopySource={"Bucket": BUCKET, "Key": "tags/a"},
+                   TaggingDirective="REPLACE", Tagging="new=1")
+    assert s3.get_object_tagging(Bucket=BUCKET, Key="tags/copy")["TagSet"] == [{"Key": "new", "Value": "1"}]
+    # Multipart uploads take their tags at initiation.
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key="tags/mp", Tagging="m=1")["UploadId"]
+    part = s3.upload_part(Bucket=BUCKET, Key="tags/mp", UploadId=upload, PartNumber=1, Body=b"p")
+    s3.complete_multipart_upload(Bucket=BUCKET, Key="tags/mp", UploadId=upload,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    assert s3.get_object_tagging(Bucket=BUCKET, Key="tags/mp")["TagSet"] == [{"Key": "m", "Value": "1"}]
+    s3.delete_object_tagging(Bucket=BUCKET, Key="tags/a")
+    assert s3.get_object_tagging(Bucket=BUCKET, Key="tags/a")["TagSet"] == []
+    assert "TagCount" not in s3.get_object(Bucket=BUCKET, Key="tags/a")
+    # S3's limits, refused before anything is stored.
+    for tagging in ("&".join(f"k{i}=v" for i in range(11)), "a=1&a=2", "=empty", "k=" + "v" * 257):
+        with pytest.raises(ClientError) as bad:
+            s3.put_object(Bucket=BUCKET, Key="tags/refused", Body=b"x", Tagging=tagging)
+        assert error_of(bad) == ("InvalidTag", 400), tagging
+    with pytest.raises(ClientError) as absent:
+        s3.head_object(Bucket=BUCKET, Key="tags/refused")
+    with pytest.raises(ClientError) as missing:
+        s3.get_object_tagging(Bucket=BUCKET, Key="tags/none")
+    assert error_of(missing) == ("NoSuchKey", 404)
+
+
+def test_object_tagging_needs_its_actions(gw):
+    reader = s3_client(gw, issued_credentials(gw, "--role", "readwrite"))
+    root_s3(gw).put_object(Bucket=BUCKET, Key="tags/policy", Body=b"x")
+    with pytest.raises(ClientError) as denied:
+        reader.put_object_tagging(Bucket=BUCKET, Key="tags/policy", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    assert error_of(denied) == ("AccessDenied", 403)
+
+
+def test_object_tagging_with_oss2(gw):
+    bucket = root_bucket(gw)
+    bucket.put_object("tags/oss", b"x", headers={"x-oss-tagging": "a=1&b=2"})
+    assert bucket.get_object_tagging("tags/oss").tag_set.tagging_rule == {"a": "1", "b": "2"}
+    rule = oss2.models.TaggingRule()
+    rule.add("c", "3")
+    bucket.put_object_tagging("tags/oss", oss2.models.Tagging(rule))
+    assert bucket.get_object_tagging("tags/oss").tag_set.tagging_rule == {"c": "3"}
+    bucket.delete_object_tagging("tags/oss")
+    assert bucket.get_object_tagging("tags/oss").tag_set.tagging_rule == {}

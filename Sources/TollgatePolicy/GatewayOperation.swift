@@ -28,6 +28,9 @@ public enum ResourceLevel: String, Sendable, Hashable {
 /// | getBucketTagging | `oss:GetBucketTagging` | `s3:GetBucketTagging` | bucket |
 /// | getBucketWebsite | `oss:GetBucketWebsite` | `s3:GetBucketWebsite` | bucket |
 /// | getObjectAcl | `oss:GetObjectAcl` | `s3:GetObjectAcl` | object |
+/// | getObjectTagging | `oss:GetObjectTagging` | `s3:GetObjectTagging` | object |
+/// | putObjectTagging | `oss:PutObjectTagging` | `s3:PutObjectTagging` | object |
+/// | deleteObjectTagging | `oss:DeleteObjectTagging` | `s3:DeleteObjectTagging` | object |
 /// | deleteBucket | `oss:DeleteBucket` | `s3:DeleteBucket` | bucket |
 /// | getBucketLocation | `oss:GetBucketLocation` | `s3:GetBucketLocation` | bucket |
 /// | listObjects | `oss:ListObjects` | `s3:ListBucket` | bucket |
@@ -66,6 +69,9 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
     case getBucketTagging
     case getBucketWebsite
     case getObjectAcl
+    case getObjectTagging
+    case putObjectTagging
+    case deleteObjectTagging
     case deleteBucket
     case getBucketLocation
     case listObjects
@@ -103,6 +109,9 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         case .getBucketTagging: "oss:GetBucketTagging"
         case .getBucketWebsite: "oss:GetBucketWebsite"
         case .getObjectAcl: "oss:GetObjectAcl"
+        case .getObjectTagging: "oss:GetObjectTagging"
+        case .putObjectTagging: "oss:PutObjectTagging"
+        case .deleteObjectTagging: "oss:DeleteObjectTagging"
         case .deleteBucket: "oss:DeleteBucket"
         case .getBucketLocation: "oss:GetBucketLocation"
         case .headBucket, .listObjects, .listObjectsV2: "oss:ListObjects"
@@ -132,6 +141,9 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         case .getBucketTagging: "s3:GetBucketTagging"
         case .getBucketWebsite: "s3:GetBucketWebsite"
         case .getObjectAcl: "s3:GetObjectAcl"
+        case .getObjectTagging: "s3:GetObjectTagging"
+        case .putObjectTagging: "s3:PutObjectTagging"
+        case .deleteObjectTagging: "s3:DeleteObjectTagging"
         case .deleteBucket: "s3:DeleteBucket"
         case .getBucketLocation: "s3:GetBucketLocation"
         case .listObjects, .listObjectsV2: "s3:ListBucket"

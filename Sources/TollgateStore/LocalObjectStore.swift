@@ -311,6 +311,11 @@ public final class LocalObjectStore: ObjectStore {
         try await index.bucket(name)
     }
 
+    public func setObjectTags(bucket: String, key: String, tags: [String: String]) async throws {
+        try StoreNames.validateKey(key)
+        try await index.setTags(bucket: bucket, key: key, tags: tags)
+    }
+
     public func bucketStats(_ name: String) async throws -> BucketStats {
         try await index.bucketStats(name)
     }

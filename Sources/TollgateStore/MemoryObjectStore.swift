@@ -113,6 +113,19 @@ public final class MemoryObjectStore: ObjectStore {
         }
     }
 
+    public func setObjectTags(bucket: String, key: String, tags: [String: String]) async throws {
+        try StoreNames.validateKey(key)
+        try state.withLock { (state) throws(StoreError) in
+            try state.requireBucket(bucket)
+            guard let stored = state.objects[bucket]?[key] else { throw .noSuchKey(bucket: bucket, key: key) }
+            let info = stored.info
+            var metadata = info.metadata
+            metadata.tags = tags
+            state.objects[bucket]?[key]?.info = ObjectInfo(bucket: info.bucket, key: info.key, size: info.size, etag: info.etag,
+                                                           lastModified: info.lastModified, metadata: metadata, isAppendable: info.isAppendable)
+        }
+    }
+
     public func bucketStats(_ name: String) async throws -> BucketStats {
         try state.withLock { (state) throws(StoreError) in
             try state.requireBucket(name)

@@ -54,7 +54,7 @@ extension MetadataIndex {
             var arguments: [(any DatabaseValueConvertible)?] = [upload.uploadID, upload.bucket, upload.key.keyBlob, Millis.from(upload.initiated)]
             arguments += try MetadataColumns.arguments(upload.metadata)
             try db.execute(
-                sql: "INSERT INTO upload (\(Self.uploadColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                sql: "INSERT INTO upload (\(Self.uploadColumns)) VALUES (\(MetadataColumns.placeholders(arguments.count)))",
                 arguments: StatementArguments(arguments)
             )
         }

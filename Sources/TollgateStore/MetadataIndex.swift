@@ -115,6 +115,16 @@ final class MetadataIndex: Sendable {
         }
     }
 
+    /// Replaces the tags of the row at bucket/key.
+    func setTags(bucket: String, key: String, tags: [String: String]) async throws {
+        let json = try MetadataColumns.json(tags)
+        try await write { db in
+            try Self.requireBucket(db, bucket)
+            try db.execute(sql: "UPDATE object SET tags = ? WHERE bucket = ? AND key = ?", arguments: [json, bucket, key.keyBlob])
+            if db.changesCount == 0 { throw StoreError.noSuchKey(bucket: bucket, key: key) }
+        }
+    }
+
     /// Counts and sums over the bucket's rows, in SQLite (three aggregate queries over the
     /// primary key and the upload index; no row reaches Swift).
     func bucketStats(_ name: String) async throws -> BucketStats {
@@ -264,7 +274,7 @@ final class MetadataIndex: Sendable {
         arguments += try MetadataColumns.arguments(info.metadata)
         arguments += [object.fileID, info.isAppendable]
         try db.execute(
-            sql: "INSERT OR REPLACE INTO object (\(objectColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            sql: "INSERT OR REPLACE INTO object (\(objectColumns)) VALUES (\(MetadataColumns.placeholders(arguments.count)))",
             arguments: StatementArguments(arguments)
         )
     }

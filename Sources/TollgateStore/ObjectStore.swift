@@ -13,6 +13,8 @@ public protocol ObjectStore: Sendable {
     @discardableResult
     func createBucket(_ name: String) async throws -> BucketInfo
     func headBucket(_ name: String) async throws -> BucketInfo
+    /// Replaces an object's tags, nothing else: same version, ETag and modification time.
+    func setObjectTags(bucket: String, key: String, tags: [String: String]) async throws
     /// What the bucket holds: objects, bytes, unfinished uploads and their parts.
     func bucketStats(_ name: String) async throws -> BucketStats
     /// Throws `bucketNotEmpty` while objects exist; aborts the multipart uploads still in
@@ -122,12 +124,15 @@ public struct ObjectMetadata: Sendable, Equatable, Codable {
     public var contentLanguage: String?
     /// `x-amz-meta-*` / `x-oss-meta-*`, names without the prefix, stored exactly as given.
     public var userMetadata: [String: String]
+    /// The object's tags (`x-amz-tagging`, PutObjectTagging): key → value.
+    public var tags: [String: String]
 
     public init(
         contentType: String? = nil, contentEncoding: String? = nil, contentDisposition: String? = nil,
         cacheControl: String? = nil, expires: String? = nil, contentLanguage: String? = nil,
-        userMetadata: [String: String] = [:]
+        userMetadata: [String: String] = [:], tags: [String: String] = [:]
     ) {
+        self.tags = tags
         self.contentType = contentType
         self.contentEncoding = contentEncoding
         self.contentDisposition = contentDisposition

@@ -71,6 +71,12 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v3-object-tags") { db in
+            try db.execute(sql: """
+                ALTER TABLE object ADD COLUMN tags TEXT NOT NULL DEFAULT '{}';
+                ALTER TABLE upload ADD COLUMN tags TEXT NOT NULL DEFAULT '{}';
+                """)
+        }
         return migrator
     }
 }
@@ -83,22 +89,35 @@ enum Millis {
 
 /// The metadata columns shared by `object` and `upload`.
 enum MetadataColumns {
-    static let names = "content_type, content_encoding, content_disposition, cache_control, expires, content_language, user_metadata"
+    static let names = "content_type, content_encoding, content_disposition, cache_control, expires, content_language, user_metadata, tags"
 
     static func arguments(_ m: ObjectMetadata) throws -> [(any DatabaseValueConvertible)?] {
+        [m.contentType, m.contentEncoding, m.contentDisposition, m.cacheControl, m.expires, m.contentLanguage,
+         try json(m.userMetadata), try json(m.tags)]
+    }
+
+    /// `?, ?, …`: one placeholder per argument.
+    static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
+    }
+
+    static func json(_ map: [String: String]) throws -> String {
+        if map.isEmpty { return "{}" }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let json = String(decoding: try encoder.encode(m.userMetadata), as: UTF8.self)
-        return [m.contentType, m.contentEncoding, m.contentDisposition, m.cacheControl, m.expires, m.contentLanguage, json]
+        return String(decoding: try encoder.encode(map), as: UTF8.self)
+    }
+
+    static func map(_ json: String) throws -> [String: String] {
+        json == "{}" ? [:] : try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
     }
 
     static func decode(_ row: Row) throws -> ObjectMetadata {
-        let json: String = row["user_metadata"]
-        let user = json == "{}" ? [:] : try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
-        return ObjectMetadata(
+        ObjectMetadata(
             contentType: row["content_type"], contentEncoding: row["content_encoding"],
             contentDisposition: row["content_disposition"], cacheControl: row["cache_control"],
-            expires: row["expires"], contentLanguage: row["content_language"], userMetadata: user
+            expires: row["expires"], contentLanguage: row["content_language"], userMetadata: try map(row["user_metadata"]),
+            tags: try map(row["tags"])
         )
     }
 }

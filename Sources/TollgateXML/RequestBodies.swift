@@ -82,3 +82,27 @@ extension String {
         return String(self[first...last])
     }
 }
+
+/// PutObjectTagging: `<Tagging><TagSet><Tag><Key>…</Key><Value>…</Value></Tag>…</TagSet></Tagging>`,
+/// in document order (the gateway checks S3's limits on what it returns).
+public struct TaggingRequest: Equatable, Sendable {
+    public var tags: [(key: String, value: String)]
+
+    public static func == (a: TaggingRequest, b: TaggingRequest) -> Bool {
+        a.tags.map(\.key) == b.tags.map(\.key) && a.tags.map(\.value) == b.tags.map(\.value)
+    }
+
+    public static func parse(_ bytes: [UInt8]) throws(XMLReadError) -> TaggingRequest {
+        let document = try XMLReader.parse(bytes, limits: RequestBodies.limits)
+        let root = document.root
+        guard root.name == "Tagging" else { throw XMLReadError(reason: "the root element is not Tagging", offset: 0) }
+        guard let set = document.child(of: root, named: "TagSet") else { throw XMLReadError(reason: "no TagSet", offset: 0) }
+        var tags: [(key: String, value: String)] = []
+        for tag in document.children(of: set, named: "Tag") {
+            guard let key = document.child(of: tag, named: "Key") else { throw XMLReadError(reason: "a Tag without a Key", offset: 0) }
+            tags.append((key.text, document.child(of: tag, named: "Value")?.text ?? ""))
+            guard tags.count <= 1000 else { throw XMLReadError(reason: "too many tags", offset: 0) }
+        }
+        return TaggingRequest(tags: tags)
+    }
+}

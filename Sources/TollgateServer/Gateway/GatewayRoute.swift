@@ -15,6 +15,9 @@ enum GatewayRoute: Equatable, Sendable {
     /// A bucket setting this gateway never has: answered with S3's "not configured" error.
     case getBucketSetting(bucket: String, setting: BucketSetting)
     case getObjectAcl(bucket: String, key: String)
+    case getObjectTagging(bucket: String, key: String)
+    case putObjectTagging(bucket: String, key: String)
+    case deleteObjectTagging(bucket: String, key: String)
     case deleteBucket(bucket: String)
     case getBucketLocation(bucket: String)
     case listObjects(bucket: String)
@@ -63,6 +66,14 @@ enum GatewayRoute: Equatable, Sendable {
         method: String, bucket: String?, key: String?, query: [String: String], copySource: String?
     ) throws(GatewayError) -> GatewayRoute {
         if let read = subresourceRead(method: method, bucket: bucket, key: key, query: query) { return read }
+        if let bucket, let key, query["tagging"] != nil {
+            switch method {
+            case "GET": return .getObjectTagging(bucket: bucket, key: key)
+            case "PUT": return .putObjectTagging(bucket: bucket, key: key)
+            case "DELETE": return .deleteObjectTagging(bucket: bucket, key: key)
+            default: break
+            }
+        }
         if let unsupported = query.keys.first(where: { unsupportedSubresources.contains($0) }) {
             throw .notImplemented("The \(unsupported) sub-resource is not implemented by this gateway")
         }
@@ -138,6 +149,9 @@ enum GatewayRoute: Equatable, Sendable {
         case .getBucketAcl: .getBucketAcl
         case .getBucketSetting(_, let setting): setting.operation
         case .getObjectAcl: .getObjectAcl
+        case .getObjectTagging: .getObjectTagging
+        case .putObjectTagging: .putObjectTagging
+        case .deleteObjectTagging: .deleteObjectTagging
         case .deleteBucket: .deleteBucket
         case .getBucketLocation: .getBucketLocation
         case .listObjects: .listObjects
@@ -166,7 +180,8 @@ enum GatewayRoute: Equatable, Sendable {
         case .createBucket(let b), .headBucket(let b), .getBucketInfo(let b), .getBucketStat(let b), .listObjectVersions(let b),
              .getBucketVersioning(let b), .getBucketAcl(let b), .getBucketSetting(let b, _), .deleteBucket(let b), .getBucketLocation(let b),
              .listObjects(let b), .listObjectsV2(let b), .listMultipartUploads(let b), .deleteObjects(let b): b
-        case .getObject(let b, _), .getObjectAcl(let b, _), .headObject(let b, _), .getObjectMeta(let b, _), .putObject(let b, _),
+        case .getObject(let b, _), .getObjectAcl(let b, _), .getObjectTagging(let b, _), .putObjectTagging(let b, _),
+             .deleteObjectTagging(let b, _), .headObject(let b, _), .getObjectMeta(let b, _), .putObject(let b, _),
              .copyObject(let b, _, _), .appendObject(let b, _), .deleteObject(let b, _), .createMultipartUpload(let b, _),
              .uploadPart(let b, _, _, _), .uploadPartCopy(let b, _, _, _, _), .completeMultipartUpload(let b, _, _),
              .abortMultipartUpload(let b, _, _), .listParts(let b, _, _): b
@@ -178,7 +193,8 @@ enum GatewayRoute: Equatable, Sendable {
         case .listBuckets, .createBucket, .headBucket, .getBucketInfo, .getBucketStat, .listObjectVersions, .getBucketVersioning,
              .getBucketAcl, .getBucketSetting, .deleteBucket, .getBucketLocation, .listObjects,
              .listObjectsV2, .listMultipartUploads, .deleteObjects: nil
-        case .getObject(_, let k), .getObjectAcl(_, let k), .headObject(_, let k), .getObjectMeta(_, let k), .putObject(_, let k),
+        case .getObject(_, let k), .getObjectAcl(_, let k), .getObjectTagging(_, let k), .putObjectTagging(_, let k),
+             .deleteObjectTagging(_, let k), .headObject(_, let k), .getObjectMeta(_, let k), .putObject(_, let k),
              .copyObject(_, let k, _), .appendObject(_, let k), .deleteObject(_, let k), .createMultipartUpload(_, let k),
              .uploadPart(_, let k, _, _), .uploadPartCopy(_, let k, _, _, _), .completeMultipartUpload(_, let k, _),
              .abortMultipartUpload(_, let k, _), .listParts(_, let k, _): k

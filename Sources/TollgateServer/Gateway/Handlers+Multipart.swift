@@ -15,7 +15,7 @@ extension Gateway {
         if forbidsOverwrite(call), (try? await store.headObject(bucket: bucket, key: key)) != nil {
             throw GatewayError.fileAlreadyExists()
         }
-        let upload = try await store.createMultipartUpload(bucket: bucket, key: key, metadata: requestMetadata(call))
+        let upload = try await store.createMultipartUpload(bucket: bucket, key: key, metadata: try requestMetadata(call))
         var xml = document(call, root: "InitiateMultipartUploadResult")
         xml.element("Bucket", bucket)
         xml.element("Key", key)

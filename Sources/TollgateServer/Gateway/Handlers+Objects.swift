@@ -118,6 +118,9 @@ extension Gateway {
         for (name, value) in info.metadata.userMetadata.sorted(by: { $0.key < $1.key }) {
             if let field = HTTPField.Name(call.metadataPrefix + name) { headers.append(HTTPField(name: field, value: value)) }
         }
+        if !info.metadata.tags.isEmpty {
+            headers.append(HTTPField(name: call.dialect == .s3 ? .amzTaggingCount : .ossTaggingCount, value: String(info.metadata.tags.count)))
+        }
         if call.dialect == .oss {
             headers[.ossObjectType] = info.isAppendable ? "Appendable" : (info.etag.contains("-") ? "Multipart" : "Normal")
             if let next = info.nextAppendPosition { headers[.ossNextAppendPosition] = String(next) }
@@ -142,8 +145,9 @@ extension Gateway {
     // MARK: Writing
 
     /// Metadata from the request headers: standard headers stored exactly, user metadata under
-    /// its name without the dialect's prefix (lower-cased, as both services do).
-    func requestMetadata(_ call: Call) -> ObjectMetadata {
+    /// its name without the dialect's prefix (lower-cased, as both services do), and the tags of
+    /// `x-amz-tagging` / `x-oss-tagging` (signed, as every header of the dialect's prefix).
+    func requestMetadata(_ call: Call) throws(GatewayError) -> ObjectMetadata {
         var metadata = ObjectMetadata(
             contentType: call.headers[.contentType],
             contentEncoding: call.headers[.contentEncoding].flatMap(Self.withoutAWSChunked),
@@ -158,6 +162,7 @@ extension Gateway {
                 metadata.userMetadata[String(name.dropFirst(call.metadataPrefix.count))] = field.value
             }
         }
+        if let tagging = call.headers[call.dialect == .s3 ? .amzTagging : .ossTagging] { metadata.tags = try Tagging.parseHeader(tagging) }
         return metadata
     }
 
@@ -194,7 +199,7 @@ extension Gateway {
     func putObject(_ call: Call, bucket: String, key: String) async throws -> Response {
         let info = try await refusingOverwrite(call) {
             try await store.putObject(
-                bucket: bucket, key: key, body: try verifiedBody(call), metadata: requestMetadata(call),
+                bucket: bucket, key: key, body: try verifiedBody(call), metadata: try requestMetadata(call),
                 options: WriteOptions(preconditions: writePreconditions(call))
             )
         }
@@ -207,7 +212,7 @@ extension Gateway {
             throw GatewayError.invalidArgument("Position is not valid.", name: "position", value: call.query["position"] ?? "")
         }
         let info = try await store.appendObject(
-            bucket: bucket, key: key, position: position, body: try verifiedBody(call), metadata: requestMetadata(call),
+            bucket: bucket, key: key, position: position, body: try verifiedBody(call), metadata: try requestMetadata(call),
             options: WriteOptions(preconditions: WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch]))
         )
         return empty(headers: [.eTag: info.etag, .ossNextAppendPosition: String(info.size)])
@@ -223,11 +228,25 @@ extension Gateway {
             throw GatewayError.invalidRequest(
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
         }
+        let taggingDirective = call.headers[call.dialect == .s3 ? .amzTaggingDirective : .ossTaggingDirective]?.uppercased() ?? "COPY"
+        guard taggingDirective == "COPY" || taggingDirective == "REPLACE" else {
+            throw GatewayError.invalidArgument("Unknown tagging directive.", name: "x-amz-tagging-directive", value: taggingDirective)
+        }
+        // Metadata and tags each follow their own directive (COPY by default). When they differ,
+        // the source's are read first: a source replaced meanwhile may give the copy the new
+        // version's tags or metadata with the old version's bytes, as a copy racing a write may.
+        var metadata = directive == "REPLACE" ? try requestMetadata(call) : nil
+        if (directive == "REPLACE") != (taggingDirective == "REPLACE") {
+            let source = try await store.headObject(bucket: sourceBucket, key: sourceKey)
+            var merged = metadata ?? source.metadata
+            merged.tags = taggingDirective == "REPLACE" ? try requestMetadata(call).tags : source.metadata.tags
+            metadata = merged
+        }
         let conditions = copySourceConditions(call)
         let info = try await refusingOverwrite(call) {
             try await store.copyObject(
                 from: ObjectLocation(bucket: sourceBucket, key: sourceKey), to: ObjectLocation(bucket: bucket, key: key),
-                metadata: directive == "REPLACE" ? requestMetadata(call) : nil,
+                metadata: metadata,
                 options: CopyOptions(preconditions: writePreconditions(call), checkSource: conditions)
             )
         }

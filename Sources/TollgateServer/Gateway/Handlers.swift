@@ -23,6 +23,11 @@ extension Gateway {
         case .getBucketVersioning(let bucket): return try await getBucketVersioning(call, bucket: bucket)
         case .getBucketAcl(let bucket): return try await getAcl(call, bucket: bucket, key: nil)
         case .getObjectAcl(let bucket, let key): return try await getAcl(call, bucket: bucket, key: key)
+        case .getObjectTagging(let bucket, let key): return try await getObjectTagging(call, bucket: bucket, key: key)
+        case .putObjectTagging(let bucket, let key): return try await putObjectTagging(call, bucket: bucket, key: key)
+        case .deleteObjectTagging(let bucket, let key):
+            try await store.setObjectTags(bucket: bucket, key: key, tags: [:])
+            return empty(.noContent)
         case .getBucketSetting(let bucket, let setting):
             _ = try await store.headBucket(bucket)
             throw setting.notConfigured

@@ -12,6 +12,12 @@ extension HTTPField.Name {
     static let ossNextAppendPosition = Self("x-oss-next-append-position")!
     static let ossObjectType = Self("x-oss-object-type")!
     static let ossForbidOverwrite = Self("x-oss-forbid-overwrite")!
+    static let amzTagging = Self("x-amz-tagging")!
+    static let ossTagging = Self("x-oss-tagging")!
+    static let amzTaggingCount = Self("x-amz-tagging-count")!
+    static let ossTaggingCount = Self("x-oss-tagging-count")!
+    static let amzTaggingDirective = Self("x-amz-tagging-directive")!
+    static let ossTaggingDirective = Self("x-oss-tagging-directive")!
     static let contentMD5 = Self("Content-MD5")!
     static let expires = Self("Expires")!
 }
