@@ -77,7 +77,7 @@ public func buildTokenApplication(state: TollgateState, certificates: TLSCertifi
     let config = state.snapshot.config
     return Application(
         router: buildTokenRouter(state: state, metrics: metrics),
-        server: try httpServer(.http1(configuration: .init(idleTimeout: idleTimeout(config))), certificates: certificates),
+        server: try pinnedHTTPServer(.init(idleTimeout: idleTimeout(config)), certificates: certificates),
         configuration: .init(address: .hostname(config.listenAddress, port: config.port), serverName: "tollgate"),
         logger: logger
     )
@@ -108,11 +108,11 @@ public func buildGatewayApplication(state: TollgateState, store: any ObjectStore
     return Application(
         responder: buildGatewayResponder(state: state, store: store, sendsFiles: sendsFiles),
         // TLS sits below HTTP: ExpectContinueHandler sees decrypted HTTP parts, as without TLS.
-        server: try httpServer(
-            .http1(configuration: .init(
+        server: try pinnedHTTPServer(
+            .init(
                 additionalChannelHandlers: sendsFiles ? [ExpectContinueHandler(), FileSendHandler()] : [ExpectContinueHandler()],
                 idleTimeout: idleTimeout(config)
-            )),
+            ),
             certificates: certificates
         ),
         configuration: .init(address: .hostname(config.gatewayAddress, port: config.gatewayPort), serverName: "tollgate"),
@@ -120,10 +120,14 @@ public func buildGatewayApplication(state: TollgateState, store: any ObjectStore
     )
 }
 
-/// `http1` as it is, or wrapped in TLS (the handshake first, then the HTTP handlers).
-func httpServer(_ http1: HTTPServerBuilder, certificates: TLSCertificates?) throws -> HTTPServerBuilder {
-    guard let certificates else { return http1 }
-    return try .tls(http1, tlsConfiguration: certificates.configuration)
+/// HTTP/1 (in TLS when `certificates` are given), each connection's task pinned to its event loop.
+func pinnedHTTPServer(_ http1: HTTP1Channel.Configuration, certificates: TLSCertificates?) throws -> HTTPServerBuilder {
+    let tls = certificates.map { TLSChannelConfiguration(tlsConfiguration: $0.configuration) }
+    return HTTPServerBuilder { responder in
+        let channel = HTTP1Channel(responder: responder, configuration: http1)
+        guard let tls else { return EventLoopPinnedChannel(base: channel) }
+        return EventLoopPinnedChannel(base: try TLSChannel(channel, configuration: tls))
+    }
 }
 
 /// Opens the embedded store in the data directory (running crash recovery). A full disk is

@@ -1,0 +1,42 @@
+import HummingbirdCore
+import Logging
+import NIOCore
+
+/// Runs a connection's Swift tasks on the connection's own event loop.
+///
+/// Hummingbird reads and writes a connection on its NIO event loop but runs the responder in a
+/// task on Swift's global pool, so every request crosses threads twice (the request head in,
+/// the response out), each a wake-up of a sleeping thread. With this task executor preferred
+/// for the connection's task, the responder runs on the event loop that already has the bytes:
+/// no hop. It must then never block: every blocking call in the gateway runs on the store's
+/// `BlockingIO` pool or GRDB's queues, and awaiting them gives the loop back.
+final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
+    // @unchecked: immutable; an EventLoop is thread-safe.
+    let loop: any EventLoop
+
+    init(_ loop: any EventLoop) {
+        self.loop = loop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        loop.execute { job.runSynchronously(on: executor) }
+    }
+}
+
+/// A child channel whose connection task prefers its event loop's `EventLoopTaskExecutor`.
+struct EventLoopPinnedChannel<Base: ServerChildChannel>: ServerChildChannel {
+    typealias Value = Base.Value
+    let base: Base
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        base.setup(channel: channel, logger: logger)
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
+            await base.handle(value: value, logger: logger)
+        }
+    }
+}

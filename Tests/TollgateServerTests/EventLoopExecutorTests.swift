@@ -1,0 +1,26 @@
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+@testable import TollgateServer
+
+/// Both listeners run each connection's responder on the connection's own event loop, so a
+/// request crosses no threads between its bytes arriving and its answer leaving.
+@Test func respondersRunOnTheConnectionsEventLoop() async throws {
+    let router = Router(context: TollgateRequestContext.self)
+    router.get("/where") { _, context in
+        // Also after a suspension point: the task resumes on the same loop.
+        let before = context.channel.eventLoop.inEventLoop
+        try await Task.sleep(for: .milliseconds(1))
+        let after = context.channel.eventLoop.inEventLoop
+        return "\(before) \(after)"
+    }
+    let app = Application(router: router, server: try pinnedHTTPServer(.init(), certificates: nil))
+    try await app.test(.live) { client in
+        for _ in 0..<3 {
+            try await client.execute(uri: "/where", method: .get) { response in
+                #expect(String(buffer: response.body) == "true true")
+            }
+        }
+    }
+}
