@@ -1,4 +1,5 @@
 import Foundation
+import TollgateCrypto
 import TollgateDates
 
 /// Every way S3 request authentication or payload verification can fail, with the S3 error

@@ -1,4 +1,5 @@
 import Foundation
+import TollgateCrypto
 import TollgateSignature
 
 // Signature verification and body checksums on their own, as the gateway runs them for every

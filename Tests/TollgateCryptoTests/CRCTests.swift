@@ -1,5 +1,5 @@
 import Testing
-@testable import TollgateSignature
+import TollgateCrypto
 
 /// The slicing-by-8 CRCs against the plain bit-at-a-time definition, over lengths and offsets
 /// that exercise the eight-byte blocks, the byte tail and unaligned loads.
@@ -64,5 +64,61 @@ struct CRCTests {
             }
             #expect(try c.finalize() == whole, "pieces \(pieces)")
         }
+    }
+
+    @Test("the catalogue's check values (CRC of \"123456789\")")
+    func checkValues() {
+        let check = Array("123456789".utf8)
+        #expect(ReflectedCRC<UInt32>.ieee.update(0, check) == 0xCBF4_3926)
+        #expect(ReflectedCRC<UInt32>.castagnoli.update(0, check) == 0xE306_9283)
+        #expect(ReflectedCRC<UInt64>.nvme.update(0, check) == 0xAE8B_1486_0A79_9888)
+        #expect(ReflectedCRC<UInt64>.ecma.update(0, check) == 0x995D_C9BB_DF19_39FA)
+    }
+
+    /// A split of `data` at every listed point: the combined CRC of the pieces is the CRC of the whole.
+    static func combines<Word>(_ crc: ReflectedCRC<Word>) {
+        let whole = Self.data.withUnsafeBytes { crc.update(0, $0) }
+        for cut in [0, 1, 7, 8, 9, 4096, 65535, Self.data.count - 1, Self.data.count] {
+            let first = Self.data[..<cut].withUnsafeBytes { crc.update(0, $0) }
+            let second = Self.data[cut...].withUnsafeBytes { crc.update(0, $0) }
+            #expect(crc.combine(first, second, secondLength: Int64(Self.data.count - cut)) == whole, "cut at \(cut)")
+        }
+        // Many pieces, folded left, as a multipart object's parts are.
+        var folded = crc.update(0, [UInt8]())
+        var start = 0
+        for size in [3, 1000, 0, 17, 50_000, 5000] {
+            let end = min(Self.data.count, start + size)
+            folded = crc.combine(folded, Self.data[start..<end].withUnsafeBytes { crc.update(0, $0) }, secondLength: Int64(end - start))
+            start = end
+        }
+        let rest = Self.data[start...].withUnsafeBytes { crc.update(0, $0) }
+        #expect(crc.combine(folded, rest, secondLength: Int64(Self.data.count - start)) == whole)
+    }
+
+    @Test("combining the CRCs of adjacent pieces gives the CRC of the whole")
+    func combine() {
+        Self.combines(ReflectedCRC<UInt32>.ieee)
+        Self.combines(ReflectedCRC<UInt32>.castagnoli)
+        Self.combines(ReflectedCRC<UInt64>.nvme)
+        Self.combines(ReflectedCRC<UInt64>.ecma)
+    }
+
+    @Test("combining across a long second piece (5 MiB of zeros)")
+    func combineLong() {
+        let crc = ReflectedCRC<UInt64>.ecma
+        let zeros = [UInt8](repeating: 0, count: 5 << 20)
+        let head = Array("tollgate".utf8)
+        let expected = crc.update(0, head + zeros)
+        #expect(crc.combine(crc.update(0, head), crc.update(0, zeros), secondLength: Int64(zeros.count)) == expected)
+    }
+
+    @Test("ChecksumAlgorithm combines CRC digests and refuses SHA ones")
+    func algorithmCombine() throws {
+        let (a, b) = (Array(Self.data[..<1000]), Array(Self.data[1000..<3000]))
+        for algorithm in Self.algorithms {
+            let combined = algorithm.combine(try StreamingChecksum.checksum(algorithm, a), try StreamingChecksum.checksum(algorithm, b), secondLength: 2000)
+            #expect(combined == (try StreamingChecksum.checksum(algorithm, a + b)))
+        }
+        #expect(ChecksumAlgorithm.sha256.combine([UInt8](repeating: 0, count: 32), [UInt8](repeating: 0, count: 32), secondLength: 1) == nil)
     }
 }
