@@ -54,7 +54,7 @@ extension LocalObjectStore {
             let file = try await stage(body)
             return try await commitObject(
                 bucket: bucket, key: key, file: file, etag: ETag.quoted(md5: file.md5), metadata: metadata,
-                appendable: true, preconditions: options.preconditions,
+                appendable: true, checksums: ObjectChecksums(crc64ecma: options.bodyChecksums?().crc64ecma), preconditions: options.preconditions,
                 check: { existing in
                     // A PUT may have created the key since we looked.
                     if let existing { throw existing.appendRefusal(position: position) ?? StoreError.positionNotEqualToLength(next: existing.size) }
@@ -82,7 +82,8 @@ extension LocalObjectStore {
         let chained = try Crypto.md5(Array(ETag.normalize(current.info.etag).utf8) + appended.md5)
         let info = ObjectInfo(
             bucket: bucket, key: key, size: position + appended.size, etag: ETag.quoted(md5: chained),
-            lastModified: now(), metadata: current.info.metadata, isAppendable: true
+            lastModified: now(), metadata: current.info.metadata, isAppendable: true,
+            checksums: current.info.checksums.appending(options.bodyChecksums?() ?? .none, length: appended.size)
         )
         try await index.commitAppend(
             StoredObject(info: info, fileID: current.fileID), previousSize: position, preconditions: options.preconditions,

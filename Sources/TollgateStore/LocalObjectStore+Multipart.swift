@@ -16,10 +16,11 @@ import Darwin
 /// row and deletes the upload's rows. The part files are deleted after the commit; if a crash
 /// intervenes they are orphans and start-up removes them.
 extension LocalObjectStore {
-    public func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata) async throws -> MultipartUpload {
+    public func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata, checksum: UploadChecksum?) async throws -> MultipartUpload {
         try StoreNames.validateBucket(bucket)
         try StoreNames.validateKey(key)
-        let upload = MultipartUpload(bucket: bucket, key: key, uploadID: try StorageLayout.newID(), initiated: now(), metadata: metadata)
+        let upload = MultipartUpload(bucket: bucket, key: key, uploadID: try StorageLayout.newID(), initiated: now(), metadata: metadata,
+                                     checksum: checksum)
         try await index.createUpload(upload, limit: maxUploadsPerBucket)
         return upload
     }
@@ -28,9 +29,14 @@ extension LocalObjectStore {
         bucket: String, key: String, uploadID: String, partNumber: Int, body: Body, options: WriteOptions = WriteOptions()
     ) async throws -> PartInfo where Body.Element == ByteBuffer {
         try MultipartRules.validatePartNumber(partNumber)
-        _ = try await index.upload(bucket: bucket, key: key, uploadID: uploadID)
+        let upload = try await index.upload(bucket: bucket, key: key, uploadID: uploadID)
         let file = try await stage(body)
-        return try await commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, file: file)
+        let checksums = options.bodyChecksums?() ?? .none
+        do { try MultipartRules.checkPartChecksum(checksums, upload: upload) } catch {
+            await removeFiles([file.id])
+            throw error
+        }
+        return try await commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, file: file, checksums: checksums)
     }
 
     public func uploadPartCopy(
@@ -42,12 +48,13 @@ extension LocalObjectStore {
         let read = try await getObject(bucket: source.bucket, key: source.key, range: range)
         try options.checkSource?(read.info)
         let file = try await stage(read.body)
-        return try await commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, file: file)
+        return try await commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, file: file,
+                                    checksums: range == nil ? read.info.checksums.ofCopy : .none)
     }
 
     /// Records a published part file, then deletes the file of the part it replaced.
-    func commitPart(bucket: String, key: String, uploadID: String, partNumber: Int, file: PublishedFile) async throws -> PartInfo {
-        let info = PartInfo(partNumber: partNumber, etag: ETag.quoted(md5: file.md5), size: file.size, lastModified: now())
+    func commitPart(bucket: String, key: String, uploadID: String, partNumber: Int, file: PublishedFile, checksums: ObjectChecksums) async throws -> PartInfo {
+        let info = PartInfo(partNumber: partNumber, etag: ETag.quoted(md5: file.md5), size: file.size, lastModified: now(), checksums: checksums)
         let obsolete: String?
         do {
             obsolete = try await index.commitPart(bucket: bucket, key: key, uploadID: uploadID, part: PartRow(info: info, fileID: file.id))
@@ -72,8 +79,7 @@ extension LocalObjectStore {
     }
 
     public func completeMultipartUpload(
-        bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions = .none,
-        minimumPartSize: Int64? = nil
+        bucket: String, key: String, uploadID: String, parts: [CompletedPart], options: CompleteOptions
     ) async throws -> ObjectInfo {
         try MultipartRules.validate(parts)
         let upload: MultipartUpload, stored: [PartRow]
@@ -88,9 +94,10 @@ extension LocalObjectStore {
         }
         let chosen = try MultipartRules.choose(
             parts, from: Dictionary(uniqueKeysWithValues: stored.map { ($0.info.partNumber, $0) }), info: \.info,
-            minimumPartSize: minimumPartSize ?? configuration.minimumPartSize
+            minimumPartSize: options.minimumPartSize ?? configuration.minimumPartSize
         )
         let etag = try MultipartRules.etag(chosen.map(\.info))
+        let checksums = try MultipartRules.checksums(of: chosen.map(\.info), upload: upload.checksum, expected: options.expectedChecksum)
 
         let id = try StorageLayout.newID()
         let tmp = layout.tmpPath(id)
@@ -112,7 +119,7 @@ extension LocalObjectStore {
         let file = PublishedFile(id: id, size: size, md5: [])
         return try await commitObject(
             bucket: bucket, key: key, file: file, etag: etag, metadata: upload.metadata, appendable: false,
-            preconditions: preconditions,
+            checksums: checksums, preconditions: options.preconditions,
             // The upload must still exist and every part used must be the one read here.
             completing: CompletedUpload(uploadID: uploadID, partFiles: Dictionary(uniqueKeysWithValues: chosen.map { ($0.info.partNumber, $0.fileID) }))
         )

@@ -272,13 +272,13 @@ public final class LocalObjectStore: ObjectStore {
     /// when `completing` an upload, its parts'). See `MetadataIndex.commitObject`.
     func commitObject(
         bucket: String, key: String, file: PublishedFile, etag: String, metadata: ObjectMetadata, appendable: Bool,
-        preconditions: WritePreconditions, check: (@Sendable (ObjectInfo?) throws -> Void)? = nil,
+        checksums: ObjectChecksums, preconditions: WritePreconditions, check: (@Sendable (ObjectInfo?) throws -> Void)? = nil,
         completing: CompletedUpload? = nil
     ) async throws -> ObjectInfo {
         let object = StoredObject(
             info: ObjectInfo(
                 bucket: bucket, key: key, size: file.size, etag: etag, lastModified: now(), metadata: metadata,
-                isAppendable: appendable
+                isAppendable: appendable, checksums: checksums
             ),
             fileID: file.id
         )
@@ -342,7 +342,7 @@ public final class LocalObjectStore: ObjectStore {
         let file = try await stage(body)
         return try await commitObject(
             bucket: bucket, key: key, file: file, etag: ETag.quoted(md5: file.md5), metadata: metadata,
-            appendable: false, preconditions: options.preconditions
+            appendable: false, checksums: options.bodyChecksums?() ?? .none, preconditions: options.preconditions
         )
     }
 
@@ -410,7 +410,8 @@ public final class LocalObjectStore: ObjectStore {
         let file = try await stage(read.body)
         return try await commitObject(
             bucket: target.bucket, key: target.key, file: file, etag: ETag.quoted(md5: file.md5),
-            metadata: metadata ?? read.info.metadata, appendable: false, preconditions: options.preconditions
+            metadata: metadata ?? read.info.metadata, appendable: false, checksums: read.info.checksums.ofCopy,
+            preconditions: options.preconditions
         )
     }
 

@@ -122,7 +122,8 @@ public final class MemoryObjectStore: ObjectStore {
             var metadata = info.metadata
             metadata.tags = tags
             state.objects[bucket]?[key]?.info = ObjectInfo(bucket: info.bucket, key: info.key, size: info.size, etag: info.etag,
-                                                           lastModified: info.lastModified, metadata: metadata, isAppendable: info.isAppendable)
+                                                           lastModified: info.lastModified, metadata: metadata, isAppendable: info.isAppendable,
+                                                           checksums: info.checksums)
         }
     }
 
@@ -169,12 +170,12 @@ public final class MemoryObjectStore: ObjectStore {
     /// current version and `check` accepts it.
     private func commit(
         bucket: String, key: String, bytes: ByteBuffer, etag: String, metadata: ObjectMetadata, appendable: Bool,
-        preconditions: WritePreconditions, check: ((ObjectInfo?) throws -> Void)? = nil,
+        checksums: ObjectChecksums, preconditions: WritePreconditions, check: ((ObjectInfo?) throws -> Void)? = nil,
         completing: (uploadID: String, versions: [Int: UInt64])? = nil
     ) throws -> ObjectInfo {
         let info = ObjectInfo(
             bucket: bucket, key: key, size: Int64(bytes.readableBytes), etag: etag, lastModified: now(), metadata: metadata,
-            isAppendable: appendable
+            isAppendable: appendable, checksums: checksums
         )
         try state.withLock { state in
             try state.requireBucket(bucket)
@@ -203,7 +204,7 @@ public final class MemoryObjectStore: ObjectStore {
         let bytes = try await Self.collect(body)
         return try commit(
             bucket: bucket, key: key, bytes: bytes, etag: ETag.quoted(md5: try Self.md5(bytes)), metadata: metadata,
-            appendable: false, preconditions: options.preconditions
+            appendable: false, checksums: options.bodyChecksums?() ?? .none, preconditions: options.preconditions
         )
     }
 
@@ -251,7 +252,8 @@ public final class MemoryObjectStore: ObjectStore {
         let bytes = try await Self.collect(read.body)
         return try commit(
             bucket: target.bucket, key: target.key, bytes: bytes, etag: ETag.quoted(md5: try Self.md5(bytes)),
-            metadata: metadata ?? read.info.metadata, appendable: false, preconditions: options.preconditions
+            metadata: metadata ?? read.info.metadata, appendable: false, checksums: read.info.checksums.ofCopy,
+            preconditions: options.preconditions
         )
     }
 
@@ -268,7 +270,7 @@ public final class MemoryObjectStore: ObjectStore {
             let bytes = try await Self.collect(body)
             return try commit(
                 bucket: bucket, key: key, bytes: bytes, etag: ETag.quoted(md5: try Self.md5(bytes)), metadata: metadata,
-                appendable: true, preconditions: options.preconditions,
+                appendable: true, checksums: ObjectChecksums(crc64ecma: options.bodyChecksums?().crc64ecma), preconditions: options.preconditions,
                 check: { existing in
                     if let existing { throw existing.appendRefusal(position: position) ?? StoreError.positionNotEqualToLength(next: existing.size) }
                 }
@@ -277,16 +279,19 @@ public final class MemoryObjectStore: ObjectStore {
         if let refusal = current.appendRefusal(position: position) { throw refusal }
         try options.preconditions.check(against: current)
         var appended = try await Self.collect(body)
+        let appendedChecksums = options.bodyChecksums?() ?? .none
         let chained = try Crypto.md5(Array(ETag.normalize(current.etag).utf8) + Self.md5(appended))
         let lastModified = now()
         return try state.withLock { state in
             guard var object = state.objects[bucket]?[key] else { throw StoreError.positionNotEqualToLength(next: 0) }
             if let refusal = object.info.appendRefusal(position: position) { throw refusal }
             try options.preconditions.check(against: object.info)
+            let length = Int64(appended.readableBytes)
             object.bytes.writeBuffer(&appended)
             object.info = ObjectInfo(
                 bucket: bucket, key: key, size: Int64(object.bytes.readableBytes), etag: ETag.quoted(md5: chained),
-                lastModified: lastModified, metadata: object.info.metadata, isAppendable: true
+                lastModified: lastModified, metadata: object.info.metadata, isAppendable: true,
+                checksums: object.info.checksums.appending(appendedChecksums, length: length)
             )
             state.objects[bucket]?[key] = object
             return object.info
@@ -313,11 +318,12 @@ public final class MemoryObjectStore: ObjectStore {
 
     // MARK: Multipart
 
-    public func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata) async throws -> MultipartUpload {
+    public func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata, checksum: UploadChecksum?) async throws -> MultipartUpload {
         try StoreNames.validateBucket(bucket)
         try StoreNames.validateKey(key)
         let upload = MultipartUpload(
-            bucket: bucket, key: key, uploadID: Hex.encode(try Crypto.randomBytes(count: 16)), initiated: now(), metadata: metadata
+            bucket: bucket, key: key, uploadID: Hex.encode(try Crypto.randomBytes(count: 16)), initiated: now(), metadata: metadata,
+            checksum: checksum
         )
         try state.withLock { (state) throws(StoreError) in
             try state.requireBucket(bucket)
@@ -330,8 +336,9 @@ public final class MemoryObjectStore: ObjectStore {
         return upload
     }
 
-    private func commitPart(bucket: String, key: String, uploadID: String, partNumber: Int, bytes: ByteBuffer) throws -> PartInfo {
-        let info = PartInfo(partNumber: partNumber, etag: ETag.quoted(md5: try Self.md5(bytes)), size: Int64(bytes.readableBytes), lastModified: now())
+    private func commitPart(bucket: String, key: String, uploadID: String, partNumber: Int, bytes: ByteBuffer, checksums: ObjectChecksums) throws -> PartInfo {
+        let info = PartInfo(partNumber: partNumber, etag: ETag.quoted(md5: try Self.md5(bytes)), size: Int64(bytes.readableBytes), lastModified: now(),
+                            checksums: checksums)
         try state.withLock { (state) throws(StoreError) in
             _ = try state.upload(bucket, key, uploadID)
             state.versions += 1
@@ -344,9 +351,11 @@ public final class MemoryObjectStore: ObjectStore {
         bucket: String, key: String, uploadID: String, partNumber: Int, body: Body, options: WriteOptions
     ) async throws -> PartInfo where Body.Element == ByteBuffer {
         try MultipartRules.validatePartNumber(partNumber)
-        _ = try state.withLock { (state) throws(StoreError) in try state.upload(bucket, key, uploadID) }
+        let upload = try state.withLock { (state) throws(StoreError) in try state.upload(bucket, key, uploadID) }
         let bytes = try await Self.collect(body)
-        return try commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, bytes: bytes)
+        let checksums = options.bodyChecksums?() ?? .none
+        try MultipartRules.checkPartChecksum(checksums, upload: upload.upload)
+        return try commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, bytes: bytes, checksums: checksums)
     }
 
     public func uploadPartCopy(
@@ -357,7 +366,8 @@ public final class MemoryObjectStore: ObjectStore {
         let read = try await getObject(bucket: source.bucket, key: source.key, range: range)
         try options.checkSource?(read.info)
         let bytes = try await Self.collect(read.body)
-        return try commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, bytes: bytes)
+        return try commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, bytes: bytes,
+                              checksums: range == nil ? read.info.checksums.ofCopy : .none)
     }
 
     public func listParts(bucket: String, key: String, uploadID: String, partNumberMarker: Int, maxParts: Int) async throws -> ListPartsResult {
@@ -415,7 +425,7 @@ public final class MemoryObjectStore: ObjectStore {
     }
 
     public func completeMultipartUpload(
-        bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions, minimumPartSize: Int64?
+        bucket: String, key: String, uploadID: String, parts: [CompletedPart], options: CompleteOptions
     ) async throws -> ObjectInfo {
         try MultipartRules.validate(parts)
         let (found, completed, current) = state.withLock { state in
@@ -426,7 +436,8 @@ public final class MemoryObjectStore: ObjectStore {
             return current
         }
         let upload = try state.withLock { (state) throws(StoreError) in try state.upload(bucket, key, uploadID) }
-        let chosen = try MultipartRules.choose(parts, from: upload.parts, info: \.info, minimumPartSize: minimumPartSize ?? self.minimumPartSize)
+        let chosen = try MultipartRules.choose(parts, from: upload.parts, info: \.info, minimumPartSize: options.minimumPartSize ?? self.minimumPartSize)
+        let checksums = try MultipartRules.checksums(of: chosen.map(\.info), upload: upload.upload.checksum, expected: options.expectedChecksum)
         var bytes = ByteBuffer()
         for part in chosen {
             var copy = part.bytes
@@ -434,7 +445,7 @@ public final class MemoryObjectStore: ObjectStore {
         }
         return try commit(
             bucket: bucket, key: key, bytes: bytes, etag: try MultipartRules.etag(chosen.map(\.info)), metadata: upload.upload.metadata,
-            appendable: false, preconditions: preconditions,
+            appendable: false, checksums: checksums, preconditions: options.preconditions,
             completing: (uploadID, Dictionary(uniqueKeysWithValues: chosen.map { ($0.info.partNumber, $0.version) }))
         )
     }

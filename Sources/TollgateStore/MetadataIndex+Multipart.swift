@@ -1,15 +1,21 @@
 import Foundation
 import GRDB
+import TollgateCrypto
 
 /// Multipart uploads and their parts in the index.
 extension MetadataIndex {
-    static let uploadColumns = "upload_id, bucket, key, initiated_ms, \(MetadataColumns.names)"
+    static let uploadColumns = "upload_id, bucket, key, initiated_ms, \(MetadataColumns.names), checksum_algorithm, checksum_full_object"
 
     static func decodeUpload(_ row: Row) throws -> MultipartUpload {
         let keyData: Data = row["key"]
+        var checksum: UploadChecksum?
+        if let name: String = row["checksum_algorithm"] {
+            guard let algorithm = ChecksumAlgorithm(rawValue: name) else { throw StoreError.corrupted("an upload's checksum algorithm is unknown") }
+            checksum = UploadChecksum(algorithm: algorithm, fullObject: row["checksum_full_object"])
+        }
         return MultipartUpload(
             bucket: row["bucket"], key: String(decoding: keyData, as: UTF8.self), uploadID: row["upload_id"],
-            initiated: Millis.date(row["initiated_ms"]), metadata: try MetadataColumns.decode(row)
+            initiated: Millis.date(row["initiated_ms"]), metadata: try MetadataColumns.decode(row), checksum: checksum
         )
     }
 
@@ -27,11 +33,12 @@ extension MetadataIndex {
 
     static func fetchParts(_ db: Database, uploadID: String, after marker: Int = 0, limit: Int = -1) throws -> [PartRow] {
         try Row.fetchAll(db, sql: """
-            SELECT part_number, size, etag, last_modified_ms, file_id FROM part
+            SELECT part_number, size, etag, last_modified_ms, file_id, \(ChecksumColumns.names) FROM part
             WHERE upload_id = ? AND part_number > ? ORDER BY part_number LIMIT ?
             """, arguments: [uploadID, marker, limit]).map { row in
             PartRow(
-                info: PartInfo(partNumber: row["part_number"], etag: row["etag"], size: row["size"], lastModified: Millis.date(row["last_modified_ms"])),
+                info: PartInfo(partNumber: row["part_number"], etag: row["etag"], size: row["size"], lastModified: Millis.date(row["last_modified_ms"]),
+                               checksums: try ChecksumColumns.decode(row)),
                 fileID: row["file_id"]
             )
         }
@@ -53,6 +60,7 @@ extension MetadataIndex {
             guard inProgress < limit else { throw StoreError.tooManyUploads(bucket: upload.bucket, limit: limit) }
             var arguments: [(any DatabaseValueConvertible)?] = [upload.uploadID, upload.bucket, upload.key.keyBlob, Millis.from(upload.initiated)]
             arguments += try MetadataColumns.arguments(upload.metadata)
+            arguments += [upload.checksum?.algorithm.rawValue, upload.checksum?.fullObject ?? false]
             try db.execute(
                 sql: "INSERT INTO upload (\(Self.uploadColumns)) VALUES (\(MetadataColumns.placeholders(arguments.count)))",
                 arguments: StatementArguments(arguments)
@@ -79,10 +87,14 @@ extension MetadataIndex {
             let old = try String.fetchOne(
                 db, sql: "SELECT file_id FROM part WHERE upload_id = ? AND part_number = ?", arguments: [uploadID, part.info.partNumber]
             )
+            var arguments: [(any DatabaseValueConvertible)?] = [
+                uploadID, part.info.partNumber, part.info.size, part.info.etag, Millis.from(part.info.lastModified), part.fileID,
+            ]
+            arguments += ChecksumColumns.arguments(part.info.checksums)
             try db.execute(sql: """
-                INSERT OR REPLACE INTO part (upload_id, part_number, size, etag, last_modified_ms, file_id)
-                VALUES (?, ?, ?, ?, ?, ?)
-                """, arguments: [uploadID, part.info.partNumber, part.info.size, part.info.etag, Millis.from(part.info.lastModified), part.fileID])
+                INSERT OR REPLACE INTO part (upload_id, part_number, size, etag, last_modified_ms, file_id, \(ChecksumColumns.names))
+                VALUES (\(MetadataColumns.placeholders(arguments.count)))
+                """, arguments: StatementArguments(arguments))
             return old
         }
     }

@@ -232,10 +232,14 @@ final class MetadataIndex: Sendable {
             guard let row = try Self.fetchObject(db, info.bucket, info.key) else { throw refusal(nil) }
             guard row.fileID == object.fileID, row.info.size == previousSize else { throw refusal(row.info) }
             try preconditions.check(against: row.info)
-            try db.execute(
-                sql: "UPDATE object SET size = ?, etag = ?, last_modified_ms = ? WHERE bucket = ? AND key = ?",
-                arguments: [info.size, info.etag, Millis.from(info.lastModified), info.bucket, info.key.keyBlob]
-            )
+            var arguments: [(any DatabaseValueConvertible)?] = [info.size, info.etag, Millis.from(info.lastModified)]
+            arguments += ChecksumColumns.arguments(info.checksums)
+            arguments += [info.bucket, info.key.keyBlob]
+            try db.execute(sql: """
+                UPDATE object SET size = ?, etag = ?, last_modified_ms = ?,
+                    checksum_algorithm = ?, checksum = ?, checksum_parts = ?, crc64ecma = ?
+                WHERE bucket = ? AND key = ?
+                """, arguments: StatementArguments(arguments))
         }
     }
 
@@ -254,7 +258,7 @@ final class MetadataIndex: Sendable {
         }
     }
 
-    static let objectColumns = "bucket, key, size, etag, last_modified_ms, \(MetadataColumns.names), file_id, appendable"
+    static let objectColumns = "bucket, key, size, etag, last_modified_ms, \(MetadataColumns.names), file_id, appendable, \(ChecksumColumns.names)"
 
     static func fetchObject(_ db: Database, _ bucket: String, _ key: String) throws -> StoredObject? {
         let statement = try db.cachedStatement(sql: "SELECT \(objectColumns) FROM object WHERE bucket = ? AND key = ?")
@@ -263,7 +267,7 @@ final class MetadataIndex: Sendable {
         let info = ObjectInfo(
             bucket: row["bucket"], key: String(decoding: keyData, as: UTF8.self), size: row["size"], etag: row["etag"],
             lastModified: Millis.date(row["last_modified_ms"]), metadata: try MetadataColumns.decode(row),
-            isAppendable: row["appendable"]
+            isAppendable: row["appendable"], checksums: try ChecksumColumns.decode(row)
         )
         return StoredObject(info: info, fileID: row["file_id"])
     }
@@ -273,6 +277,7 @@ final class MetadataIndex: Sendable {
         var arguments: [(any DatabaseValueConvertible)?] = [info.bucket, info.key.keyBlob, info.size, info.etag, Millis.from(info.lastModified)]
         arguments += try MetadataColumns.arguments(info.metadata)
         arguments += [object.fileID, info.isAppendable]
+        arguments += ChecksumColumns.arguments(info.checksums)
         try db.execute(
             sql: "INSERT OR REPLACE INTO object (\(objectColumns)) VALUES (\(MetadataColumns.placeholders(arguments.count)))",
             arguments: StatementArguments(arguments)

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import TollgateCrypto
 
 /// The storage behind the object gateway, in the store's own terms: errors are `StoreError`
 /// domain cases (the gateway maps them to S3 / OSS errors), bodies are async sequences of
@@ -55,7 +56,11 @@ public protocol ObjectStore: Sendable {
 
     // MARK: Multipart
     /// Throws `tooManyUploads` when the bucket already holds the store's limit of uploads.
-    func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata) async throws -> MultipartUpload
+    /// `checksum`: the algorithm (and kind) of the object checksum completing will compute from
+    /// the parts' checksums.
+    func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata, checksum: UploadChecksum?) async throws -> MultipartUpload
+    /// A part whose checksum (from `options.bodyChecksums`) is of another algorithm than the
+    /// upload's is refused (`checksumAlgorithmMismatch`).
     func uploadPart<Body: AsyncSequence>(
         bucket: String, key: String, uploadID: String, partNumber: Int, body: Body, options: WriteOptions
     ) async throws -> PartInfo where Body.Element == ByteBuffer
@@ -67,11 +72,10 @@ public protocol ObjectStore: Sendable {
     func listParts(bucket: String, key: String, uploadID: String, partNumberMarker: Int, maxParts: Int) async throws -> ListPartsResult
     func listMultipartUploads(bucket: String, query: ListUploadsQuery) async throws -> ListUploadsResult
     func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws
-    /// `minimumPartSize` overrides the store's minimum for every part but the last (OSS allows
-    /// 100 KiB parts where S3 requires 5 MiB).
+    /// Concatenates the chosen parts into the object. Its checksums come from the parts'
+    /// (`ObjectChecksums.completing`), without rereading the bytes.
     func completeMultipartUpload(
-        bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions,
-        minimumPartSize: Int64?
+        bucket: String, key: String, uploadID: String, parts: [CompletedPart], options: CompleteOptions
     ) async throws -> ObjectInfo
 }
 
@@ -143,6 +147,64 @@ public struct ObjectMetadata: Sendable, Equatable, Codable {
     }
 }
 
+/// What an object (or a part) carries besides its MD5 ETag, to let clients check its bytes.
+public struct ObjectChecksums: Sendable, Equatable {
+    /// The S3 additional checksum (`x-amz-checksum-*`): the one a client sent with the bytes,
+    /// verified before the write committed, or for a multipart object the one computed from
+    /// its parts'.
+    public var additional: AdditionalChecksum?
+    /// CRC-64/XZ of the bytes (OSS's `x-oss-hash-crc64ecma`), when the writer computed it.
+    public var crc64ecma: UInt64?
+
+    public init(additional: AdditionalChecksum? = nil, crc64ecma: UInt64? = nil) {
+        self.additional = additional
+        self.crc64ecma = crc64ecma
+    }
+
+    public static let none = ObjectChecksums()
+
+    /// After an append of `length` bytes with the checksums `appended`: the CRC-64 combined
+    /// (when both are known); an additional checksum no longer describes the bytes.
+    public func appending(_ appended: ObjectChecksums, length: Int64) -> ObjectChecksums {
+        guard let before = crc64ecma, let after = appended.crc64ecma else { return .none }
+        return ObjectChecksums(crc64ecma: ReflectedCRC<UInt64>.ecma.combine(before, after, secondLength: length))
+    }
+
+    /// A copy of all of an object's bytes has its CRC-64 and its whole-object checksum; a
+    /// composite checksum describes the source's parts, which the copy does not have.
+    public var ofCopy: ObjectChecksums {
+        ObjectChecksums(additional: additional?.partCount == nil ? additional : nil, crc64ecma: crc64ecma)
+    }
+}
+
+public struct AdditionalChecksum: Sendable, Equatable {
+    public var algorithm: ChecksumAlgorithm
+    /// The raw digest (CRCs big-endian).
+    public var digest: [UInt8]
+    /// nil: the digest is of the object's bytes (S3's FULL_OBJECT). N: it is the digest of the
+    /// N parts' digests, concatenated (COMPOSITE, written `…-N`).
+    public var partCount: Int?
+
+    public init(algorithm: ChecksumAlgorithm, digest: [UInt8], partCount: Int? = nil) {
+        self.algorithm = algorithm
+        self.digest = digest
+        self.partCount = partCount
+    }
+}
+
+/// The object checksum a multipart upload was created to get.
+public struct UploadChecksum: Sendable, Equatable {
+    public var algorithm: ChecksumAlgorithm
+    /// True: the parts' CRCs are combined into the CRC of the object's bytes (FULL_OBJECT;
+    /// CRCs only). False: the parts' digests are digested (COMPOSITE).
+    public var fullObject: Bool
+
+    public init(algorithm: ChecksumAlgorithm, fullObject: Bool) {
+        self.algorithm = algorithm
+        self.fullObject = fullObject
+    }
+}
+
 public struct ObjectInfo: Sendable, Equatable {
     public let bucket: String
     public let key: String
@@ -153,8 +215,10 @@ public struct ObjectInfo: Sendable, Equatable {
     public let lastModified: Date
     public let metadata: ObjectMetadata
     public let isAppendable: Bool
+    public let checksums: ObjectChecksums
 
-    public init(bucket: String, key: String, size: Int64, etag: String, lastModified: Date, metadata: ObjectMetadata, isAppendable: Bool) {
+    public init(bucket: String, key: String, size: Int64, etag: String, lastModified: Date, metadata: ObjectMetadata, isAppendable: Bool,
+                checksums: ObjectChecksums = .none) {
         self.bucket = bucket
         self.key = key
         self.size = size
@@ -162,6 +226,7 @@ public struct ObjectInfo: Sendable, Equatable {
         self.lastModified = lastModified
         self.metadata = metadata
         self.isAppendable = isAppendable
+        self.checksums = checksums
     }
 
     /// OSS `x-oss-next-append-position` for appendable objects.
@@ -209,9 +274,31 @@ public struct WritePreconditions: Sendable, Equatable {
 
 public struct WriteOptions: Sendable {
     public var preconditions: WritePreconditions
+    /// The checksums of the body, asked once the body has ended and before the commit: the
+    /// producer of the body (the gateway, which verifies what clients send as the bytes stream
+    /// through) knows them only then. Nil: none are stored.
+    public var bodyChecksums: (@Sendable () -> ObjectChecksums)?
 
-    public init(preconditions: WritePreconditions = .none) {
+    public init(preconditions: WritePreconditions = .none, bodyChecksums: (@Sendable () -> ObjectChecksums)? = nil) {
         self.preconditions = preconditions
+        self.bodyChecksums = bodyChecksums
+    }
+}
+
+public struct CompleteOptions: Sendable {
+    /// Conditions on the object the upload replaces, checked at the commit.
+    public var preconditions: WritePreconditions
+    /// Overrides the store's minimum for every part but the last (OSS allows 100 KiB parts where
+    /// S3 requires 5 MiB).
+    public var minimumPartSize: Int64?
+    /// The object checksum the client computed (`x-amz-checksum-*` on the complete request):
+    /// refused with `checksumMismatch` unless the parts give the same.
+    public var expectedChecksum: AdditionalChecksum?
+
+    public init(preconditions: WritePreconditions = .none, minimumPartSize: Int64? = nil, expectedChecksum: AdditionalChecksum? = nil) {
+        self.preconditions = preconditions
+        self.minimumPartSize = minimumPartSize
+        self.expectedChecksum = expectedChecksum
     }
 }
 
@@ -299,13 +386,15 @@ public struct MultipartUpload: Sendable, Equatable {
     public let uploadID: String
     public let initiated: Date
     public let metadata: ObjectMetadata
+    public let checksum: UploadChecksum?
 
-    public init(bucket: String, key: String, uploadID: String, initiated: Date, metadata: ObjectMetadata) {
+    public init(bucket: String, key: String, uploadID: String, initiated: Date, metadata: ObjectMetadata, checksum: UploadChecksum? = nil) {
         self.bucket = bucket
         self.key = key
         self.uploadID = uploadID
         self.initiated = initiated
         self.metadata = metadata
+        self.checksum = checksum
     }
 }
 
@@ -315,21 +404,28 @@ public struct PartInfo: Sendable, Equatable {
     public let etag: String
     public let size: Int64
     public let lastModified: Date
+    /// The part's own checksums (an `additional` one is of the part's bytes).
+    public let checksums: ObjectChecksums
 
-    public init(partNumber: Int, etag: String, size: Int64, lastModified: Date) {
+    public init(partNumber: Int, etag: String, size: Int64, lastModified: Date, checksums: ObjectChecksums = .none) {
         self.partNumber = partNumber
         self.etag = etag
         self.size = size
         self.lastModified = lastModified
+        self.checksums = checksums
     }
 }
 
 public struct CompletedPart: Sendable, Equatable {
     public var partNumber: Int
     public var etag: String
-    public init(partNumber: Int, etag: String) {
+    /// The part's checksum as the client lists it (`<ChecksumCRC32>` …): `invalidPart` unless it
+    /// is the one stored with the part.
+    public var checksum: AdditionalChecksum?
+    public init(partNumber: Int, etag: String, checksum: AdditionalChecksum? = nil) {
         self.partNumber = partNumber
         self.etag = etag
+        self.checksum = checksum
     }
 }
 
@@ -408,5 +504,17 @@ extension ObjectStore {
 
     public func getObject(bucket: String, key: String) async throws -> ObjectRead {
         try await getObject(bucket: bucket, key: key, range: nil)
+    }
+
+    public func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata = ObjectMetadata()) async throws -> MultipartUpload {
+        try await createMultipartUpload(bucket: bucket, key: key, metadata: metadata, checksum: nil)
+    }
+
+    public func completeMultipartUpload(
+        bucket: String, key: String, uploadID: String, parts: [CompletedPart], preconditions: WritePreconditions = .none,
+        minimumPartSize: Int64? = nil
+    ) async throws -> ObjectInfo {
+        try await completeMultipartUpload(bucket: bucket, key: key, uploadID: uploadID, parts: parts,
+                                          options: CompleteOptions(preconditions: preconditions, minimumPartSize: minimumPartSize))
     }
 }

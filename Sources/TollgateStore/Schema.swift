@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TollgateCrypto
 
 /// The metadata schema. Keys are stored as BLOBs of their UTF-8 bytes, so SQLite's memcmp
 /// ordering is exactly S3's byte order, and (bucket, key) is the clustered primary key the
@@ -77,7 +78,46 @@ enum Schema {
                 ALTER TABLE upload ADD COLUMN tags TEXT NOT NULL DEFAULT '{}';
                 """)
         }
+        migrator.registerMigration("v4-checksums") { db in
+            // An object's (and a part's) additional checksum and CRC-64; the checksum an upload
+            // was created to get.
+            try db.execute(sql: """
+                ALTER TABLE object ADD COLUMN checksum_algorithm TEXT;
+                ALTER TABLE object ADD COLUMN checksum BLOB;
+                ALTER TABLE object ADD COLUMN checksum_parts INTEGER;
+                ALTER TABLE object ADD COLUMN crc64ecma INTEGER;
+                ALTER TABLE part ADD COLUMN checksum_algorithm TEXT;
+                ALTER TABLE part ADD COLUMN checksum BLOB;
+                ALTER TABLE part ADD COLUMN checksum_parts INTEGER;
+                ALTER TABLE part ADD COLUMN crc64ecma INTEGER;
+                ALTER TABLE upload ADD COLUMN checksum_algorithm TEXT;
+                ALTER TABLE upload ADD COLUMN checksum_full_object INTEGER NOT NULL DEFAULT 0;
+                """)
+        }
         return migrator
+    }
+}
+
+/// The checksum columns shared by `object` and `part`.
+enum ChecksumColumns {
+    static let names = "checksum_algorithm, checksum, checksum_parts, crc64ecma"
+
+    static func arguments(_ c: ObjectChecksums) -> [(any DatabaseValueConvertible)?] {
+        // SQLite integers are signed: the CRC's 64 bits are stored as they are.
+        [c.additional?.algorithm.rawValue, c.additional.map { Data($0.digest) }, c.additional?.partCount,
+         c.crc64ecma.map { Int64(bitPattern: $0) }]
+    }
+
+    static func decode(_ row: Row) throws -> ObjectChecksums {
+        var checksums = ObjectChecksums()
+        if let name: String = row["checksum_algorithm"] {
+            guard let algorithm = ChecksumAlgorithm(rawValue: name), let digest: Data = row["checksum"], digest.count == algorithm.digestSize else {
+                throw StoreError.corrupted("a stored checksum is not one the store writes")
+            }
+            checksums.additional = AdditionalChecksum(algorithm: algorithm, digest: [UInt8](digest), partCount: row["checksum_parts"])
+        }
+        if let crc: Int64 = row["crc64ecma"] { checksums.crc64ecma = UInt64(bitPattern: crc) }
+        return checksums
     }
 }
 

@@ -1,3 +1,5 @@
+import TollgateCrypto
+
 /// What went wrong in the object store, in the store's own terms: no protocol codes, statuses or
 /// messages (the gateway maps each case to the S3 / OSS error of the request's dialect).
 ///
@@ -37,6 +39,10 @@ public enum StoreError: Error, Sendable, Equatable {
     case objectNotAppendable
     /// The bucket already holds the configured number of in-progress multipart uploads.
     case tooManyUploads(bucket: String, limit: Int)
+    /// The object's checksum a CompleteMultipartUpload stated is not the one its parts give.
+    case checksumMismatch(ChecksumAlgorithm)
+    /// A part's checksum is of another algorithm than the one its upload was created with.
+    case checksumAlgorithmMismatch(expected: ChecksumAlgorithm, actual: ChecksumAlgorithm)
 
     /// The file system or the database is out of space or over quota (ENOSPC, EDQUOT,
     /// SQLITE_FULL). Nothing was written; retrying will not help until space is freed.

@@ -136,6 +136,8 @@ enum MultipartRules {
             guard let found = uploaded[part.partNumber], ETag.normalize(part.etag) == ETag.normalize(info(found).etag) else {
                 throw .invalidPart(partNumber: part.partNumber)
             }
+            // A checksum listed with the part must be the part's own.
+            if let claimed = part.checksum, claimed != info(found).checksums.additional { throw .invalidPart(partNumber: part.partNumber) }
             chosen.append(found)
         }
         for part in chosen.dropLast() where info(part).size < minimumPartSize {
@@ -144,7 +146,46 @@ enum MultipartRules {
         return chosen
     }
 
-    /// S3's multipart ETag: the MD5 of the concatenated binary part MD5s, then "-N".
+    /// A part's checksum must be of its upload's algorithm (a part without one is accepted; the
+    /// object then gets no checksum of that algorithm).
+    static func checkPartChecksum(_ checksums: ObjectChecksums, upload: MultipartUpload) throws(StoreError) {
+        if let expected = upload.checksum?.algorithm, let actual = checksums.additional?.algorithm, actual != expected {
+            throw .checksumAlgorithmMismatch(expected: expected, actual: actual)
+        }
+    }
+
+    /// The object's checksums from its parts', without their bytes: the CRC-64 when every part
+    /// has one (combined); the upload's checksum when every part has one of its algorithm
+    /// (FULL_OBJECT: the CRCs combined; COMPOSITE: the digest of the parts' digests). Refuses
+    /// (`checksumMismatch`) an expected checksum the parts do not give.
+    static func checksums(of parts: [PartInfo], upload: UploadChecksum?, expected: AdditionalChecksum?) throws -> ObjectChecksums {
+        var result = ObjectChecksums()
+        let crcs = parts.compactMap(\.checksums.crc64ecma)
+        if crcs.count == parts.count, let first = crcs.first {
+            result.crc64ecma = zip(crcs, parts).dropFirst().reduce(first) { ReflectedCRC<UInt64>.ecma.combine($0, $1.0, secondLength: $1.1.size) }
+        }
+        if let upload {
+            let digests = parts.compactMap { $0.checksums.additional?.algorithm == upload.algorithm ? $0.checksums.additional?.digest : nil }
+            if digests.count == parts.count, let first = digests.first {
+                if upload.fullObject {
+                    var folded: [UInt8]? = first
+                    for (digest, part) in zip(digests, parts).dropFirst() {
+                        folded = folded.flatMap { upload.algorithm.combine($0, digest, secondLength: part.size) }
+                    }
+                    result.additional = folded.map { AdditionalChecksum(algorithm: upload.algorithm, digest: $0) }
+                } else {
+                    let composite = try StreamingChecksum(upload.algorithm)
+                    for digest in digests { try composite.update(digest) }
+                    result.additional = AdditionalChecksum(algorithm: upload.algorithm, digest: try composite.finalize(), partCount: parts.count)
+                }
+            }
+        }
+        if let expected, expected.algorithm != result.additional?.algorithm || expected.digest != result.additional?.digest {
+            throw StoreError.checksumMismatch(expected.algorithm)
+        }
+        return result
+    }
+
     /// Whether a CompleteMultipartUpload of an upload that is gone repeats the one that completed
     /// it: same bucket and key, a part list giving the same ETag, and that object still there.
     static func isRetry(bucket: String, key: String, parts: [CompletedPart], completed: CompletedUploadRecord?, current: ObjectInfo?) -> Bool {

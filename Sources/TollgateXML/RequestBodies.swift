@@ -47,7 +47,24 @@ public struct CompleteMultipartUploadRequest: Equatable, Sendable {
     public struct Part: Equatable, Sendable {
         public var number: Int
         public var etag: String
+        /// The part's `<ChecksumCRC32>` (or another algorithm's) element, as sent: the algorithm
+        /// as named after `Checksum`, and the base64 value.
+        public var checksum: ListedChecksum?
+
+        public init(number: Int, etag: String, checksum: ListedChecksum? = nil) {
+            self.number = number
+            self.etag = etag
+            self.checksum = checksum
+        }
     }
+
+    public struct ListedChecksum: Equatable, Sendable {
+        public var algorithm: String
+        public var value: String
+    }
+
+    /// The checksum elements a part may carry.
+    static let checksumElements = ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"]
 
     public static let maxParts = 10_000
 
@@ -65,7 +82,11 @@ public struct CompleteMultipartUploadRequest: Equatable, Sendable {
                   numberText.utf8.count <= 5, let number = Int(numberText), number >= 1,
                   let etag = document.child(of: part, named: "ETag")?.text
             else { throw XMLReadError(reason: "a Part without a valid PartNumber and ETag", offset: 0) }
-            parts.append(Part(number: number, etag: etag.trimmedXMLSpace()))
+            let checksums = checksumElements.compactMap { name in
+                document.child(of: part, named: "Checksum" + name).map { ListedChecksum(algorithm: name, value: $0.text.trimmedXMLSpace()) }
+            }
+            guard checksums.count <= 1 else { throw XMLReadError(reason: "a Part with more than one checksum", offset: 0) }
+            parts.append(Part(number: number, etag: etag.trimmedXMLSpace(), checksum: checksums.first))
         }
         guard !parts.isEmpty else { throw XMLReadError(reason: "no Part", offset: 0) }
         guard parts.count <= maxParts else { throw XMLReadError(reason: "more than \(maxParts) parts", offset: 0) }

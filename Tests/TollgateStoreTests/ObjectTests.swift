@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import NIOCore
 import Testing
 import TollgateCrypto
@@ -398,5 +399,39 @@ import TollgateCrypto
         #expect(stream.singleBuffer == nil)
         #expect(try await string(stream) == "hello")
         #expect(try await string(stream) == "hello", "iterable more than once")
+    }
+
+    /// Checksums are rows in SQLite: they survive a restart, for objects, uploads and parts; a
+    /// row written before checksums existed (schema v3) reads as having none.
+    @Test func checksumsSurviveARestartAndOlderRowsHaveNone() async throws {
+        let box = try Sandbox()
+        try FileManager.default.createDirectory(atPath: box.data, withIntermediateDirectories: true)
+        do {
+            // A database as version 3 of the schema left it, with one object row.
+            let old = try DatabaseQueue(path: box.data + "/meta.sqlite")
+            try Schema.migrator().migrate(old, upTo: "v3-object-tags")
+            try await old.write { db in
+                try db.execute(sql: "INSERT INTO bucket (name, created_ms) VALUES ('sums', 0)")
+                try db.execute(sql: """
+                    INSERT INTO object (bucket, key, size, etag, last_modified_ms, user_metadata, file_id)
+                    VALUES ('sums', ?, 0, '"d41d8cd98f00b204e9800998ecf8427e"', 0, '{}', 'gone')
+                    """, arguments: ["old".keyBlob])
+            }
+        }
+        let sums = ObjectChecksums(additional: AdditionalChecksum(algorithm: .crc64nvme, digest: [1, 2, 3, 4, 5, 6, 7, 8]), crc64ecma: UInt64.max - 1)
+        let upload: MultipartUpload
+        do {
+            let store = try box.open()
+            #expect(try await store.headObject(bucket: "sums", key: "old").checksums == .none)
+            try await store.put("sums", "k", "bytes", options: WriteOptions(bodyChecksums: { sums }))
+            upload = try await store.createMultipartUpload(bucket: "sums", key: "m", metadata: ObjectMetadata(), checksum: UploadChecksum(algorithm: .crc64nvme, fullObject: true))
+            _ = try await store.uploadPart(bucket: "sums", key: "m", uploadID: upload.uploadID, partNumber: 1, body: Chunks("part"), options: WriteOptions(bodyChecksums: { sums }))
+            try store.close()
+        }
+        let store = try box.open()
+        #expect(try await store.headObject(bucket: "sums", key: "k").checksums == sums)
+        let parts = try await store.listParts(bucket: "sums", key: "m", uploadID: upload.uploadID, partNumberMarker: 0, maxParts: 10)
+        #expect(parts.upload.checksum == UploadChecksum(algorithm: .crc64nvme, fullObject: true))
+        #expect(parts.parts.map(\.checksums) == [sums])
     }
 }

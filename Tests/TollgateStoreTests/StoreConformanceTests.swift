@@ -229,6 +229,111 @@ private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ r
     }
 
     /// Listings of both stores agree on every page of a set of queries over the same keys.
+    /// What the gateway passes for a body: its real checksums.
+    static func checksums(_ content: String, _ algorithm: ChecksumAlgorithm? = nil) throws -> ObjectChecksums {
+        let bytes = Array(content.utf8)
+        return ObjectChecksums(
+            additional: try algorithm.map { AdditionalChecksum(algorithm: $0, digest: try StreamingChecksum.checksum($0, bytes)) },
+            crc64ecma: ReflectedCRC<UInt64>.ecma.update(0, bytes)
+        )
+    }
+
+    static func writing(_ content: String, _ algorithm: ChecksumAlgorithm? = nil) throws -> WriteOptions {
+        let checksums = try checksums(content, algorithm)
+        return WriteOptions(bodyChecksums: { checksums })
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func checksumsOfPutsCopiesAndAppends(kind: StoreKind) async throws {
+        let (store, box) = try kind.make()
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("sums")
+        // Stored as the body's producer gave them, returned by HEAD and GET, kept by a retag.
+        let put = try await store.putObject(bucket: "sums", key: "k", body: body("hello"), metadata: ObjectMetadata(), options: try Self.writing("hello", .sha256))
+        #expect(put.checksums == (try Self.checksums("hello", .sha256)))
+        #expect(try await store.headObject(bucket: "sums", key: "k").checksums == put.checksums)
+        #expect(try await store.getObject(bucket: "sums", key: "k").info.checksums == put.checksums)
+        try await store.setObjectTags(bucket: "sums", key: "k", tags: ["t": "1"])
+        #expect(try await store.headObject(bucket: "sums", key: "k").checksums == put.checksums)
+        // Without them, none.
+        #expect(try await store.putObject(bucket: "sums", key: "plain", body: body("x")).checksums == .none)
+        // A copy has the same bytes: the same checksums.
+        let copy = try await store.copyObject(from: .init(bucket: "sums", key: "k"), to: .init(bucket: "sums", key: "c"), metadata: nil, options: CopyOptions())
+        #expect(copy.checksums == put.checksums)
+        // Appends: the CRC-64 combined from the pieces' is the CRC-64 of the whole.
+        _ = try await store.appendObject(bucket: "sums", key: "a", position: 0, body: body("abc"), metadata: ObjectMetadata(), options: try Self.writing("abc"))
+        let appended = try await store.appendObject(bucket: "sums", key: "a", position: 3, body: body("defgh"), metadata: ObjectMetadata(), options: try Self.writing("defgh"))
+        #expect(appended.checksums == ObjectChecksums(crc64ecma: try Self.checksums("abcdefgh").crc64ecma))
+        #expect(try await store.headObject(bucket: "sums", key: "a").checksums == appended.checksums)
+        // An append without a CRC-64 leaves the object without one (rather than a wrong one).
+        let unknown = try await store.appendObject(bucket: "sums", key: "a", position: 8, body: body("i"), metadata: ObjectMetadata(), options: WriteOptions())
+        #expect(unknown.checksums == .none)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func checksumsOfMultipartUploads(kind: StoreKind) async throws {
+        let (store, box) = try kind.make(minimumPartSize: 1)
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("sums")
+        let pieces = ["first part ", "second", " and third"]
+        let whole = pieces.joined()
+        func upload(_ checksum: UploadChecksum?, _ key: String) async throws -> (MultipartUpload, [PartInfo]) {
+            let upload = try await store.createMultipartUpload(bucket: "sums", key: key, metadata: ObjectMetadata(), checksum: checksum)
+            var parts: [PartInfo] = []
+            for (index, piece) in pieces.enumerated() {
+                parts.append(try await store.uploadPart(bucket: "sums", key: key, uploadID: upload.uploadID, partNumber: index + 1, body: body(piece),
+                                                        options: try Self.writing(piece, checksum?.algorithm)))
+            }
+            return (upload, parts)
+        }
+        func listed(_ parts: [PartInfo]) -> [CompletedPart] {
+            parts.map { CompletedPart(partNumber: $0.partNumber, etag: $0.etag, checksum: $0.checksums.additional) }
+        }
+
+        // COMPOSITE: the digest of the parts' digests, with their count; the CRC-64 of the whole.
+        let (composite, compositeParts) = try await upload(UploadChecksum(algorithm: .sha1, fullObject: false), "composite")
+        #expect(try await store.listParts(bucket: "sums", key: "composite", uploadID: composite.uploadID, partNumberMarker: 0, maxParts: 10).upload.checksum
+                == UploadChecksum(algorithm: .sha1, fullObject: false))
+        #expect(try await store.listParts(bucket: "sums", key: "composite", uploadID: composite.uploadID, partNumberMarker: 0, maxParts: 10).parts.map(\.checksums)
+                == (try pieces.map { try Self.checksums($0, .sha1) }))
+        // A part listed with another checksum than its own is not that part.
+        var wrong = listed(compositeParts)
+        wrong[1].checksum = AdditionalChecksum(algorithm: .sha1, digest: [UInt8](repeating: 0, count: 20))
+        #expect(await storeError { _ = try await store.completeMultipartUpload(bucket: "sums", key: "composite", uploadID: composite.uploadID, parts: wrong) }
+                == .invalidPart(partNumber: 2))
+        let completed = try await store.completeMultipartUpload(bucket: "sums", key: "composite", uploadID: composite.uploadID, parts: listed(compositeParts))
+        let digestOfDigests = try Crypto.sha1(compositeParts.flatMap { $0.checksums.additional!.digest })
+        #expect(completed.checksums == ObjectChecksums(additional: AdditionalChecksum(algorithm: .sha1, digest: digestOfDigests, partCount: 3),
+                                                       crc64ecma: try Self.checksums(whole).crc64ecma))
+        #expect(try await store.headObject(bucket: "sums", key: "composite").checksums == completed.checksums)
+        // A copy of it keeps the CRC-64 but not the composite checksum, which describes parts.
+        let copy = try await store.copyObject(from: .init(bucket: "sums", key: "composite"), to: .init(bucket: "sums", key: "copy"), metadata: nil, options: CopyOptions())
+        #expect(copy.checksums == ObjectChecksums(crc64ecma: completed.checksums.crc64ecma))
+
+        // FULL_OBJECT: the parts' CRCs combined into the CRC of the whole; a stated checksum must match.
+        let (full, fullParts) = try await upload(UploadChecksum(algorithm: .crc32c, fullObject: true), "full")
+        let expected = try Self.checksums(whole, .crc32c)
+        var off = expected.additional!
+        off.digest[0] ^= 1
+        #expect(await storeError {
+            _ = try await store.completeMultipartUpload(bucket: "sums", key: "full", uploadID: full.uploadID, parts: listed(fullParts),
+                                                        options: CompleteOptions(expectedChecksum: off))
+        } == .checksumMismatch(.crc32c))
+        let fullObject = try await store.completeMultipartUpload(bucket: "sums", key: "full", uploadID: full.uploadID, parts: listed(fullParts),
+                                                                 options: CompleteOptions(expectedChecksum: expected.additional))
+        #expect(fullObject.checksums == expected)
+
+        // A part with another algorithm than its upload's is refused; one without any leaves the
+        // object without the upload's checksum.
+        let mixed = try await store.createMultipartUpload(bucket: "sums", key: "mixed", metadata: ObjectMetadata(), checksum: UploadChecksum(algorithm: .crc32, fullObject: false))
+        #expect(await storeError {
+            _ = try await store.uploadPart(bucket: "sums", key: "mixed", uploadID: mixed.uploadID, partNumber: 1, body: body("x"), options: try Self.writing("x", .sha256))
+        } == .checksumAlgorithmMismatch(expected: .crc32, actual: .sha256))
+        let bare = try await store.uploadPart(bucket: "sums", key: "mixed", uploadID: mixed.uploadID, partNumber: 1, body: body("x"), options: WriteOptions())
+        let mixedObject = try await store.completeMultipartUpload(bucket: "sums", key: "mixed", uploadID: mixed.uploadID, parts: listed([bare]))
+        #expect(mixedObject.checksums == .none)
+    }
+
     @Test func listingsAgree() async throws {
         let keys = ["a", "a/", "a/b", "a/b/c", "a/c", "a//d", "ab", "b/x", "b/y/z", "c", "é/1", "é/2", "z"]
         var stores: [any ObjectStore] = []

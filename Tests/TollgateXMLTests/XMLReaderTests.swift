@@ -23,7 +23,10 @@ private let loose = XMLLimits(maxBytes: 1 << 20, maxDepth: 8, maxElements: 1000)
 @Test func completeRequestReadsPartsInOrder() throws {
     let xml = #"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"abc"</ETag></Part><Part><ETag> "def" </ETag><ChecksumCRC32>AAAAAA==</ChecksumCRC32><PartNumber> 2 </PartNumber></Part></CompleteMultipartUpload>"#
     let request = try CompleteMultipartUploadRequest.parse(bytes(xml))
-    #expect(request.parts == [.init(number: 1, etag: #""abc""#), .init(number: 2, etag: #""def""#)])
+    #expect(request.parts == [
+        .init(number: 1, etag: #""abc""#),
+        .init(number: 2, etag: #""def""#, checksum: .init(algorithm: "CRC32", value: "AAAAAA==")),
+    ])
 }
 
 @Test(arguments: [
@@ -33,6 +36,7 @@ private let loose = XMLLimits(maxBytes: 1 << 20, maxDepth: 8, maxElements: 1000)
     "<CompleteMultipartUpload><Part><PartNumber>99999999999999999999</PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>",
     "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>",
     "<Other><Part><PartNumber>1</PartNumber><ETag>e</ETag></Part></Other>",
+    "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>e</ETag><ChecksumCRC32>AAAAAA==</ChecksumCRC32><ChecksumSHA1>x</ChecksumSHA1></Part></CompleteMultipartUpload>",
 ])
 func completeRequestRefusals(_ xml: String) {
     #expect(throws: XMLReadError.self) { try CompleteMultipartUploadRequest.parse(bytes(xml)) }

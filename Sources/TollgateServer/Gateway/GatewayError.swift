@@ -125,6 +125,11 @@ extension GatewayError {
         case .tooManyUploads(_, let limit):
             self.init(status: 400, "TooManyUploads",
                       "The bucket already has \(limit) multipart uploads in progress; complete or abort some before starting another.")
+        case .checksumMismatch(let algorithm):
+            self.init(status: 400, "BadDigest", "The \(algorithm.displayName) you specified did not match the calculated checksum.")
+        case .checksumAlgorithmMismatch(let expected, let actual):
+            self.init(status: 400, "InvalidRequest",
+                      "Checksum Type mismatch occurred, expected checksum Type: \(expected.rawValue), actual checksum Type: \(actual.rawValue)")
         case .storageFull:
             // MinIO's code and status (507, which SDKs do not retry), which S3 tools built for MinIO already know.
             self.init(status: 507, "XMinioStorageFull",

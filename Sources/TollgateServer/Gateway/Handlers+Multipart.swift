@@ -1,7 +1,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import TollgateCrypto
 import TollgateDates
+import TollgateSignature
 import TollgateStore
 import TollgateXML
 
@@ -15,12 +17,44 @@ extension Gateway {
         if forbidsOverwrite(call), (try? await store.headObject(bucket: bucket, key: key)) != nil {
             throw GatewayError.fileAlreadyExists()
         }
-        let upload = try await store.createMultipartUpload(bucket: bucket, key: key, metadata: try requestMetadata(call))
+        let checksum = try uploadChecksum(call)
+        let upload = try await store.createMultipartUpload(bucket: bucket, key: key, metadata: try requestMetadata(call), checksum: checksum)
         var xml = document(call, root: "InitiateMultipartUploadResult")
         xml.element("Bucket", bucket)
         xml.element("Key", key)
         xml.element("UploadId", upload.uploadID)
-        return xmlResponse(xml)
+        var headers: HTTPFields = [:]
+        if let checksum {
+            headers[.amzChecksumAlgorithm] = checksum.algorithm.displayName
+            headers[.amzChecksumType] = checksum.fullObject ? "FULL_OBJECT" : "COMPOSITE"
+        }
+        return xmlResponse(xml, headers: headers)
+    }
+
+    /// S3's `x-amz-checksum-algorithm` and `x-amz-checksum-type` on CreateMultipartUpload: the
+    /// object checksum completing computes. COMPOSITE by default, but CRC-64/NVME is FULL_OBJECT
+    /// only, and FULL_OBJECT needs a CRC (S3's rules).
+    func uploadChecksum(_ call: Call) throws(GatewayError) -> UploadChecksum? {
+        guard call.dialect == .s3 else { return nil }
+        let type = call.headers[.amzChecksumType]?.uppercased()
+        guard let name = call.headers[.amzChecksumAlgorithm] else {
+            if type != nil { throw .invalidRequest("The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header.") }
+            return nil
+        }
+        guard let algorithm = ChecksumAlgorithm(rawValue: name.lowercased()) else {
+            throw .invalidRequest("Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]")
+        }
+        switch type {
+        case nil: return UploadChecksum(algorithm: algorithm, fullObject: algorithm == .crc64nvme)
+        case "FULL_OBJECT"?:
+            guard algorithm.isCRC else { throw .invalidRequest("The FULL_OBJECT checksum type cannot be used with the \(name.lowercased()) checksum algorithm.") }
+            return UploadChecksum(algorithm: algorithm, fullObject: true)
+        case "COMPOSITE"?:
+            guard algorithm != .crc64nvme else { throw .invalidRequest("The COMPOSITE checksum type cannot be used with the crc64nvme checksum algorithm.") }
+            return UploadChecksum(algorithm: algorithm, fullObject: false)
+        default:
+            throw .invalidRequest("Value for x-amz-checksum-type header is invalid.")
+        }
     }
 
     static func partNumber(_ raw: String) throws(GatewayError) -> Int {
@@ -31,11 +65,16 @@ extension Gateway {
     }
 
     func uploadPart(_ call: Call, bucket: String, key: String, uploadID: String, partNumber raw: String) async throws -> Response {
+        let body = try verifiedBody(call, kind: .objectData)
         let part = try await store.uploadPart(
             bucket: bucket, key: key, uploadID: uploadID, partNumber: try Self.partNumber(raw),
-            body: try verifiedBody(call), options: WriteOptions()
+            body: body, options: WriteOptions(bodyChecksums: body.checksums)
         )
-        return empty(headers: [.eTag: part.etag])
+        var headers: HTTPFields = [.eTag: part.etag]
+        addChecksums(call, part.checksums, to: &headers)
+        // A part's checksum has no type of its own.
+        headers[.amzChecksumType] = nil
+        return empty(headers: headers)
     }
 
     func uploadPartCopy(_ call: Call, bucket: String, key: String, uploadID: String, partNumber raw: String, source: String) async throws -> Response {
@@ -56,17 +95,31 @@ extension Gateway {
         var xml = document(call, root: "CopyPartResult")
         xml.element("LastModified", WireDate.iso8601(part.lastModified, milliseconds: 0))
         xml.element("ETag", part.etag)
+        if call.dialect == .s3, let checksum = part.checksums.additional {
+            xml.element("Checksum" + checksum.algorithm.displayName, Self.checksumValue(checksum))
+        }
         return xmlResponse(xml)
     }
 
     func completeMultipartUpload(_ call: Call, bucket: String, key: String, uploadID: String) async throws -> Response {
-        let request = try Self.parseXML(try await collectXMLBody(call), CompleteMultipartUploadRequest.parse)
+        let request = try Self.parseXML(try await collectXMLBody(call, kind: .completeMultipartUpload), CompleteMultipartUploadRequest.parse)
+        let parts = try request.parts.map { part throws(GatewayError) in
+            CompletedPart(partNumber: part.number, etag: part.etag, checksum: try part.checksum.map { listed throws(GatewayError) in
+                guard let algorithm = ChecksumAlgorithm(rawValue: listed.algorithm.lowercased()),
+                      let checksum = ExpectedChecksum(algorithm: algorithm, base64: listed.value) else {
+                    throw .invalidRequest("The \(listed.algorithm) of part \(part.number) is not a valid checksum.")
+                }
+                return AdditionalChecksum(algorithm: algorithm, digest: checksum.digest)
+            })
+        }
+        let expected = try completedObjectChecksum(call)
         let info = try await refusingOverwrite(call) {
             try await store.completeMultipartUpload(
-                bucket: bucket, key: key, uploadID: uploadID,
-                parts: request.parts.map { CompletedPart(partNumber: $0.number, etag: $0.etag) },
-                preconditions: writePreconditions(call),
-                minimumPartSize: call.dialect == .oss ? Self.ossMinimumPartSize : nil
+                bucket: bucket, key: key, uploadID: uploadID, parts: parts,
+                options: CompleteOptions(
+                    preconditions: writePreconditions(call), minimumPartSize: call.dialect == .oss ? Self.ossMinimumPartSize : nil,
+                    expectedChecksum: expected
+                )
             )
         }
         call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
@@ -75,7 +128,26 @@ extension Gateway {
         xml.element("Bucket", bucket)
         xml.element("Key", key)
         xml.element("ETag", info.etag)
-        return xmlResponse(xml, headers: [.eTag: info.etag])
+        checksumElements(call, info.checksums.additional, into: &xml)
+        var headers: HTTPFields = [.eTag: info.etag]
+        if call.dialect == .oss { addChecksums(call, info.checksums, to: &headers) }
+        return xmlResponse(xml, headers: headers)
+    }
+
+    /// The object checksum the client states on CompleteMultipartUpload (`x-amz-checksum-*`,
+    /// signed like every `x-amz-` header): a composite one may end in `-N`, the part count.
+    func completedObjectChecksum(_ call: Call) throws(GatewayError) -> AdditionalChecksum? {
+        guard call.dialect == .s3 else { return nil }
+        let present = ChecksumAlgorithm.allCases.compactMap { algorithm in
+            HTTPField.Name(algorithm.headerName).flatMap { name in call.headers[name].map { (algorithm, $0) } }
+        }
+        guard let (algorithm, value) = present.first else { return nil }
+        guard present.count == 1 else { throw .invalidRequest("Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.") }
+        let digest = value.split(separator: "-", maxSplits: 1).first.map(String.init) ?? ""
+        guard let checksum = ExpectedChecksum(algorithm: algorithm, base64: digest) else {
+            throw .invalidRequest("Value for \(algorithm.headerName) header is invalid.")
+        }
+        return AdditionalChecksum(algorithm: algorithm, digest: checksum.digest)
     }
 
     func abortMultipartUpload(_ call: Call, bucket: String, key: String, uploadID: String) async throws -> Response {
@@ -101,12 +173,19 @@ extension Gateway {
         xml.element("NextPartNumberMarker", String(result.nextPartNumberMarker ?? result.parts.last?.partNumber ?? marker))
         xml.element("MaxParts", String(maxParts))
         xml.element("IsTruncated", result.isTruncated ? "true" : "false")
+        if call.dialect == .s3, let checksum = result.upload.checksum {
+            xml.element("ChecksumAlgorithm", checksum.algorithm.displayName)
+            xml.element("ChecksumType", checksum.fullObject ? "FULL_OBJECT" : "COMPOSITE")
+        }
         for part in result.parts {
             xml.element("Part") { entry in
                 entry.element("PartNumber", String(part.partNumber))
                 entry.element("LastModified", WireDate.iso8601(part.lastModified, milliseconds: 0))
                 entry.element("ETag", part.etag)
                 entry.element("Size", String(part.size))
+                if call.dialect == .s3, let checksum = part.checksums.additional {
+                    entry.element("Checksum" + checksum.algorithm.displayName, Self.checksumValue(checksum))
+                }
             }
         }
         return xmlResponse(xml)

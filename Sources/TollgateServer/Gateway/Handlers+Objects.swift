@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import TollgateCrypto
 import TollgateDates
 import TollgatePolicy
 import TollgateStore
@@ -17,6 +18,7 @@ extension Gateway {
             let info = try await store.headObject(bucket: bucket, key: key)
             if let early = try conditionalResponse(call, info: info) { return early }
             var headers = objectHeaders(call, info: info)
+            if range == nil { addReadChecksums(call, info.checksums, to: &headers) }
             if let range {
                 let resolved = try range.resolve(size: info.size)
                 headers[.contentLength] = String(resolved.count)
@@ -29,6 +31,7 @@ extension Gateway {
         let read = try await store.getObject(bucket: bucket, key: key, range: range)
         if let early = try conditionalResponse(call, info: read.info) { return early }
         var headers = objectHeaders(call, info: read.info)
+        if !read.isPartial { addReadChecksums(call, read.info.checksums, to: &headers) }
         applyResponseOverrides(call, to: &headers)
         // Neither is among the object's headers: appended, not searched for.
         headers.append(HTTPField(name: .contentLength, value: String(read.contentLength)))
@@ -59,6 +62,21 @@ extension Gateway {
             body = ResponseBody(asyncSequence: CountedBody(base: read.body, counter: sent))
         }
         return Response(status: read.isPartial ? .partialContent : .ok, headers: headers, body: body)
+    }
+
+    /// A whole object's checksums on GET and HEAD: OSS's CRC-64 always (its SDKs check it by
+    /// default); S3's additional checksum when asked for with `x-amz-checksum-mode: ENABLED`.
+    /// A range gets neither: they describe the whole object, not the bytes sent.
+    func addReadChecksums(_ call: Call, _ checksums: ObjectChecksums, to headers: inout HTTPFields) {
+        if call.dialect == .s3, call.headers[.amzChecksumMode]?.uppercased() != "ENABLED" { return }
+        addChecksums(call, checksums, to: &headers)
+    }
+
+    /// `<ChecksumCRC32>…</ChecksumCRC32>` (and its type) in an S3 XML answer.
+    func checksumElements(_ call: Call, _ checksum: AdditionalChecksum?, into xml: inout XMLWriter) {
+        guard call.dialect == .s3, let checksum else { return }
+        xml.element("Checksum" + checksum.algorithm.displayName, Self.checksumValue(checksum))
+        xml.element("ChecksumType", checksum.partCount == nil ? "FULL_OBJECT" : "COMPOSITE")
     }
 
     /// OSS GetObjectMeta: ETag, size and time only.
@@ -191,31 +209,73 @@ extension Gateway {
         do { return try await write() } catch StoreError.preconditionFailed { throw GatewayError.fileAlreadyExists() }
     }
 
-    func verifiedBody(_ call: Call) throws -> VerifiedBody<RequestBody> {
-        VerifiedBody(base: call.request.body, check: try BodyCheck.forRequest(identity: call.identity, contentMD5: call.headers[.contentMD5]),
-                     received: metrics.bytesReceived(call.dialect))
+    /// What a request body is, which decides what is computed over it.
+    enum BodyKind {
+        /// An object's or a part's bytes: the checksum the client sent is verified and stored
+        /// with them; an OSS request's also get their CRC-64.
+        case objectData
+        /// An XML request, whose `x-amz-checksum-*` header or trailer is of its own bytes.
+        case xmlRequest
+        /// CompleteMultipartUpload's XML: an `x-amz-checksum-*` header there is the checksum of
+        /// the object being completed, not of the body (a trailer still is the body's).
+        case completeMultipartUpload
+    }
+
+    func verifiedBody(_ call: Call, kind: BodyKind) throws -> VerifiedBody<RequestBody> {
+        var check = try BodyCheck.forRequest(identity: call.identity, contentMD5: call.headers[.contentMD5])
+        if kind == .completeMultipartUpload, case .s3(var request) = check {
+            request.headerChecksum = nil
+            check = .s3(request)
+        }
+        return VerifiedBody(base: call.request.body, check: check, received: metrics.bytesReceived(call.dialect),
+                            computesCRC64: kind == .objectData && call.dialect == .oss)
     }
 
     func putObject(_ call: Call, bucket: String, key: String) async throws -> Response {
+        let body = try verifiedBody(call, kind: .objectData)
         let info = try await refusingOverwrite(call) {
             try await store.putObject(
-                bucket: bucket, key: key, body: try verifiedBody(call), metadata: try requestMetadata(call),
-                options: WriteOptions(preconditions: writePreconditions(call))
+                bucket: bucket, key: key, body: body, metadata: try requestMetadata(call),
+                options: WriteOptions(preconditions: writePreconditions(call), bodyChecksums: body.checksums)
             )
         }
         call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
-        return empty(headers: [.eTag: info.etag])
+        var headers: HTTPFields = [.eTag: info.etag]
+        addChecksums(call, info.checksums, to: &headers)
+        return empty(headers: headers)
+    }
+
+    /// The checksums a write stored, as its answer states them: S3's additional checksum (with
+    /// its type) and OSS's CRC-64, each in its own dialect.
+    func addChecksums(_ call: Call, _ checksums: ObjectChecksums, to headers: inout HTTPFields) {
+        switch call.dialect {
+        case .s3:
+            guard let additional = checksums.additional, let name = HTTPField.Name(additional.algorithm.headerName) else { return }
+            headers[name] = Self.checksumValue(additional)
+            headers[.amzChecksumType] = additional.partCount == nil ? "FULL_OBJECT" : "COMPOSITE"
+        case .oss:
+            if let crc = checksums.crc64ecma { headers[.ossHashCRC64ECMA] = String(crc) }
+        }
+    }
+
+    /// Base64 of the digest; a composite one ends in `-N`, the number of parts.
+    static func checksumValue(_ checksum: AdditionalChecksum) -> String {
+        Base64.encode(checksum.digest) + (checksum.partCount.map { "-\($0)" } ?? "")
     }
 
     func appendObject(_ call: Call, bucket: String, key: String) async throws -> Response {
         guard let raw = call.query["position"], let position = Int64(raw), position >= 0 else {
             throw GatewayError.invalidArgument("Position is not valid.", name: "position", value: call.query["position"] ?? "")
         }
+        let body = try verifiedBody(call, kind: .objectData)
         let info = try await store.appendObject(
-            bucket: bucket, key: key, position: position, body: try verifiedBody(call), metadata: try requestMetadata(call),
-            options: WriteOptions(preconditions: WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch]))
+            bucket: bucket, key: key, position: position, body: body, metadata: try requestMetadata(call),
+            options: WriteOptions(preconditions: WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch]),
+                                  bodyChecksums: body.checksums)
         )
-        return empty(headers: [.eTag: info.etag, .ossNextAppendPosition: String(info.size)])
+        var headers: HTTPFields = [.eTag: info.etag, .ossNextAppendPosition: String(info.size)]
+        addChecksums(call, info.checksums, to: &headers)
+        return empty(headers: headers)
     }
 
     func copyObject(_ call: Call, bucket: String, key: String, source: String) async throws -> Response {
@@ -253,7 +313,10 @@ extension Gateway {
         var xml = document(call, root: "CopyObjectResult")
         xml.element("LastModified", WireDate.iso8601(info.lastModified, milliseconds: 0))
         xml.element("ETag", info.etag)
-        return xmlResponse(xml, headers: [.eTag: info.etag])
+        checksumElements(call, info.checksums.additional, into: &xml)
+        var headers: HTTPFields = [.eTag: info.etag]
+        if call.dialect == .oss { addChecksums(call, info.checksums, to: &headers) }
+        return xmlResponse(xml, headers: headers)
     }
 
     /// `x-amz-copy-source-if-*` (and the OSS spellings), checked against the opened source.

@@ -94,10 +94,10 @@ extension Gateway {
     }
 
     /// Collects a small XML request body (CompleteMultipartUpload, Delete), verified like any body.
-    func collectXMLBody(_ call: Call, limit: Int = RequestBodies.maxBytes) async throws -> [UInt8] {
+    func collectXMLBody(_ call: Call, kind: BodyKind = .xmlRequest, limit: Int = RequestBodies.maxBytes) async throws -> [UInt8] {
         let tooBig = GatewayError(.badRequest, "MaxMessageLengthExceeded", "Your request was too big.")
         if let length = call.headers[.contentLength].flatMap(Int.init), length > limit { throw tooBig }
-        let body = try verifiedBody(call)
+        let body = try verifiedBody(call, kind: kind)
         var collected = ByteBuffer()
         for try await buffer in body {
             guard collected.readableBytes + buffer.readableBytes <= limit else { throw tooBig }

@@ -18,6 +18,10 @@ extension HTTPField.Name {
     static let ossTaggingCount = Self("x-oss-tagging-count")!
     static let amzTaggingDirective = Self("x-amz-tagging-directive")!
     static let ossTaggingDirective = Self("x-oss-tagging-directive")!
+    static let amzChecksumMode = Self("x-amz-checksum-mode")!
+    static let amzChecksumType = Self("x-amz-checksum-type")!
+    static let amzChecksumAlgorithm = Self("x-amz-checksum-algorithm")!
+    static let ossHashCRC64ECMA = Self("x-oss-hash-crc64ecma")!
     static let contentMD5 = Self("Content-MD5")!
     static let expires = Self("Expires")!
 }

@@ -1,7 +1,9 @@
 import Metrics
 import NIOCore
+import Synchronization
 import TollgateCrypto
 import TollgateSignature
+import TollgateStore
 
 /// What a request body must prove while it streams through.
 enum BodyCheck: Sendable {
@@ -27,6 +29,14 @@ enum BodyCheck: Sendable {
     }
 }
 
+/// What a body proved once it ended: the S3 checksum it was verified against, and its CRC-64
+/// when asked for. Written by the body's iterator, read by the store before its commit.
+final class BodyChecksums: Sendable {
+    private let state = Mutex(ObjectChecksums.none)
+    var value: ObjectChecksums { state.withLock { $0 } }
+    func set(_ checksums: ObjectChecksums) { state.withLock { $0 = checksums } }
+}
+
 /// A request body that is decoded (aws-chunked) and verified as it streams. When the client's
 /// stream ends, every digest is checked; a mismatch throws, so the store discards the upload
 /// before committing anything. The bytes received are counted as they pass.
@@ -36,9 +46,15 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
     let check: BodyCheck
     /// `tollgate_gateway_bytes_received_total` of the request's dialect.
     let received: Counter
+    /// Computes the CRC-64/XZ of the (decoded) bytes: OSS's `x-oss-hash-crc64ecma` of an object.
+    let computesCRC64: Bool
+    let result = BodyChecksums()
+
+    /// The body's checksums, for `WriteOptions.bodyChecksums` (complete once the body ended).
+    var checksums: @Sendable () -> ObjectChecksums { { [result] in result.value } }
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(base: base.makeAsyncIterator(), checker: Checker(check), received: received)
+        Iterator(base: base.makeAsyncIterator(), checker: Checker(check, computesCRC64: computesCRC64, result: result), received: received)
     }
 
     struct Iterator: AsyncIteratorProtocol {
@@ -69,8 +85,12 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
         private let ossVerifier: S3PayloadVerifier?
         private let failure: (any Error)?
         private var scratch: [UInt8] = []
+        private var crc64: UInt64?
+        private let result: BodyChecksums
 
-        init(_ check: BodyCheck) {
+        init(_ check: BodyCheck, computesCRC64: Bool, result: BodyChecksums) {
+            self.result = result
+            crc64 = computesCRC64 ? 0 : nil
             var verifier: S3PayloadVerifier?
             var decoder: AWSChunkedDecoder?
             var ossVerifier: S3PayloadVerifier?
@@ -104,6 +124,7 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
                     Result { () throws(S3AuthError) in try decoder.decode(bytes, into: &scratch) }
                 }
                 try result.get()
+                if let crc = crc64 { crc64 = scratch.withUnsafeBytes { ReflectedCRC.ecma.update(crc, $0) } }
                 return scratch.isEmpty ? nil : ByteBuffer(bytes: scratch)
             }
             if let verifier = verifier ?? ossVerifier {
@@ -112,13 +133,28 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
                 }
                 try result.get()
             }
+            if let crc = crc64 { crc64 = buffer.withUnsafeReadableBytes { ReflectedCRC.ecma.update(crc, $0) } }
             return buffer
         }
 
+        /// Checks every digest after the last byte, then records what the body proved.
         func finish() throws {
             if let failure { throw failure }
-            if let decoder { try decoder.finish() }
-            if let verifier { try verifier.finish() }
+            let verified = try verifiedChecksum()
+            result.set(ObjectChecksums(
+                additional: verified.map { AdditionalChecksum(algorithm: $0.algorithm, digest: $0.digest) }, crc64ecma: crc64
+            ))
+            try finishOSS()
+        }
+
+        /// The S3 checksum the body was verified against (header or trailer), if any.
+        private func verifiedChecksum() throws(S3AuthError) -> ExpectedChecksum? {
+            if let decoder { return try decoder.finish().checksum }
+            if let verifier { return try verifier.finish().checksum }
+            return nil
+        }
+
+        private func finishOSS() throws {
             do { try ossVerifier?.finish() } catch .contentMD5Mismatch {
                 throw GatewayError(.badRequest, "InvalidDigest", "The Content-MD5 you specified did not match what we received.")
             } catch .contentSHA256Mismatch {
