@@ -388,3 +388,32 @@ func expiredTokenStoresNothing(dialect: Dialect) async throws {
         #expect(try await gateway.keys("tollgate") == [])
     }
 }
+
+@Test("checksums through the front door: S3's verified, stored and returned when asked; OSS's CRC-64 on every write and whole read")
+func checksumsThroughTheGateway() async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials()
+        let text = "checksummed bytes"
+        let sha = Base64.encode(try Crypto.sha256(Array(text.utf8)))
+        let checksumHeader = HTTPField.Name("x-amz-checksum-sha256")!
+        let put = try await gateway.send(Unsigned(.put, "tollgate", "sums/s3", headers: ["x-amz-checksum-sha256": sha], body: text), .s3, credentials)
+        #expect(put.status == .ok)
+        #expect(put.headers[checksumHeader] == sha)
+        // Asked for (and signed, as every x-amz- header): returned; not asked for: not.
+        let asked = try await gateway.send(Unsigned(.get, "tollgate", "sums/s3", headers: ["x-amz-checksum-mode": "ENABLED"]), .s3, credentials)
+        #expect(asked.headers[checksumHeader] == sha && asked.headers[HTTPField.Name("x-amz-checksum-type")!] == "FULL_OBJECT")
+        #expect(try await gateway.send(Unsigned(.get, "tollgate", "sums/s3"), .s3, credentials).headers[checksumHeader] == nil)
+        // A checksum of other bytes: BadDigest, and nothing is stored.
+        let wrong = try await gateway.send(Unsigned(.put, "tollgate", "sums/wrong", headers: ["x-amz-checksum-sha256": sha], body: "other"), .s3, credentials)
+        expectError(wrong, .s3, status: .badRequest, code: "BadDigest")
+        #expect(try await !gateway.keys("tollgate").contains("sums/wrong"))
+
+        let crcHeader = HTTPField.Name("x-oss-hash-crc64ecma")!
+        let crc = String(ReflectedCRC<UInt64>.ecma.update(0, Array(text.utf8)))
+        let ossPut = try await gateway.send(Unsigned(.put, "tollgate", "sums/oss", body: text), .oss, credentials)
+        #expect(ossPut.headers[crcHeader] == crc)
+        #expect(try await gateway.send(Unsigned(.get, "tollgate", "sums/oss"), .oss, credentials).headers[crcHeader] == crc)
+        #expect(try await gateway.send(Unsigned(.head, "tollgate", "sums/oss"), .oss, credentials).headers[crcHeader] == crc)
+        #expect(try await gateway.send(Unsigned(.get, "tollgate", "sums/oss", headers: ["range": "bytes=0-3"]), .oss, credentials).headers[crcHeader] == nil)
+    }
+}
