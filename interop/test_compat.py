@@ -431,6 +431,20 @@ def test_object_tagging_needs_its_actions(gw):
     with pytest.raises(ClientError) as denied:
         reader.put_object_tagging(Bucket=BUCKET, Key="tags/policy", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
     assert error_of(denied) == ("AccessDenied", 403)
+    # Tags given with a write need the same action: a role that may put but not tag cannot
+    # tag by putting, copying or starting an upload, and nothing is stored.
+    for call in (lambda: reader.put_object(Bucket=BUCKET, Key="tags/by-put", Body=b"x", Tagging="k=v"),
+                 lambda: reader.copy_object(Bucket=BUCKET, Key="tags/by-put", CopySource={"Bucket": BUCKET, "Key": "tags/policy"},
+                                            TaggingDirective="REPLACE", Tagging="k=v"),
+                 lambda: reader.create_multipart_upload(Bucket=BUCKET, Key="tags/by-put", Tagging="k=v")):
+        with pytest.raises(ClientError) as tagged:
+            call()
+        assert error_of(tagged) == ("AccessDenied", 403)
+    with pytest.raises(ClientError):
+        root_s3(gw).head_object(Bucket=BUCKET, Key="tags/by-put")
+    assert not root_s3(gw).list_multipart_uploads(Bucket=BUCKET, Prefix="tags/by-put").get("Uploads")
+    # The same write without tags is the role's to make.
+    reader.put_object(Bucket=BUCKET, Key="tags/by-put", Body=b"x")
 
 
 def test_object_tagging_with_oss2(gw):

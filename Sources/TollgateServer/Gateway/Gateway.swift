@@ -272,11 +272,25 @@ struct Gateway: HTTPResponder, Sendable {
         } else {
             checks = route.operation.requiredChecks(bucket: route.bucket, key: route.key)
         }
+        // Tags given with a write set the object's tags: that needs PutObjectTagging too, as in
+        // S3 and OSS, or a role without it could tag objects all the same.
+        if Self.tagsTheObject(call) { checks.append(PolicyCheck(operation: .putObjectTagging, bucket: route.bucket, key: route.key)) }
         let decision = policy.evaluate(checks, context: policyContext(call, claims: claims))
         guard decision.isAllowed else {
             denied(call, claims: claims, outcome: decision.outcome, policyFile: decision.statement?.file ?? decision.policyFile ?? "-",
                    statement: decision.statement.map(\.description) ?? "no statement allowed")
             throw .accessDenied()
+        }
+    }
+
+    /// A write that carries tags (`x-amz-tagging` / `x-oss-tagging`): PutObject, AppendObject,
+    /// CopyObject and CreateMultipartUpload store them with the object.
+    static func tagsTheObject(_ call: Call) -> Bool {
+        switch call.route.operation {
+        case .putObject, .appendObject, .copyObject, .createMultipartUpload:
+            return call.headers[call.dialect == .s3 ? .amzTagging : .ossTagging] != nil
+        default:
+            return false
         }
     }
 
