@@ -43,6 +43,8 @@ let package = Package(
         .target(name: "TollgateSignature", dependencies: ["TollgateCrypto", "TollgateDates"], swiftSettings: swiftSettings),
         // Who an app user is: OIDC/JWT verification (jwt-kit), JWKS caching, role rules.
         .target(name: "TollgateIdentity", dependencies: [.product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
+        // CORS rules (S3's shape) and their matching: one type for config.json, the XML reader, the store and the gateway.
+        .target(name: "TollgateCORS", swiftSettings: swiftSettings),
         // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload).
         .target(name: "TollgateXML", swiftSettings: swiftSettings),
         // Object store: the protocol-free `ObjectStore` seam; files + SQLite metadata, and an in-memory twin.
@@ -60,7 +62,7 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity",
+                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity", "TollgateCORS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

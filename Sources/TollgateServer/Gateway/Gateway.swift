@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import TollgateCORS
 import TollgateCrypto
 import TollgatePolicy
 import TollgateSignature
@@ -66,7 +67,7 @@ struct Gateway: HTTPResponder, Sendable {
         let cors = live.current.config.cors
         if request.method == .options { return preflight(request, cors: cors) }
         var response = try await answer(request, context: context)
-        if let origin = request.headers[.origin], let rule = cors.gatewayRule(origin: origin, method: request.method.rawValue) {
+        if let origin = request.headers[.origin], let rule = cors.gateway.first(admitting: origin, method: request.method.rawValue) {
             response.headers[.accessControlAllowOrigin] = rule.allowOrigin(for: origin)
             response.headers[.accessControlExposeHeaders] = (CORSSettings.exposedByDefault + rule.exposeHeaders).joined(separator: ", ")
             response.headers.append(HTTPField(name: .vary, value: "Origin"))
@@ -79,7 +80,7 @@ struct Gateway: HTTPResponder, Sendable {
         let origin = request.headers[.origin] ?? ""
         let method = request.headers[.accessControlRequestMethod] ?? ""
         let requested = CORSSettings.requestedHeaders(request.headers[.accessControlRequestHeaders])
-        guard !origin.isEmpty, let rule = cors.gatewayRule(origin: origin, method: method, requestHeaders: requested) else {
+        guard !origin.isEmpty, let rule = cors.gateway.first(admitting: origin, method: method, requestHeaders: requested) else {
             return GatewayError(.forbidden, "AccessForbidden", "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.",
                                 details: [("Method", method)])
                 .response(dialect: .s3, requestID: RequestID.next(), resource: request.uri.path, isHead: false)
