@@ -45,8 +45,8 @@ let package = Package(
         .target(name: "TollgateIdentity", dependencies: [.product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         // CORS rules (S3's shape) and their matching: one type for config.json, the XML reader, the store and the gateway.
         .target(name: "TollgateCORS", swiftSettings: swiftSettings),
-        // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload).
-        .target(name: "TollgateXML", swiftSettings: swiftSettings),
+        // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload, Tagging, CORSConfiguration).
+        .target(name: "TollgateXML", dependencies: ["TollgateCORS"], swiftSettings: swiftSettings),
         // Object store: the protocol-free `ObjectStore` seam; files + SQLite metadata, and an in-memory twin.
         .target(
             name: "TollgateStore",
