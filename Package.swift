@@ -51,7 +51,7 @@ let package = Package(
         .target(
             name: "TollgateStore",
             dependencies: [
-                "TollgateCrypto",
+                "TollgateCrypto", "TollgateCORS",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
