@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+import TollgateCORS
 import TollgateCrypto
 import TollgateSignature
 import TollgateStore
@@ -38,6 +39,13 @@ private let readOnlySessionPolicy = """
      "Resource": ["acs:oss:*:*:tollgate", "acs:oss:*:*:tollgate/*"]}]}
     """
 
+/// A second role, in IAM's names, that may read and change buckets' CORS rules and nothing else:
+/// `s3:PutBucketCORS` also covers deleting them, as in IAM.
+private let corsPolicy = """
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:PutBucketCORS", "s3:GetBucketCORS"],
+     "Resource": "arn:aws:s3:::*"}]}
+    """
+
 /// One request before it is signed. Keys and queries here need no percent-encoding.
 private struct Unsigned {
     var method: HTTPRequest.Method
@@ -70,9 +78,9 @@ private struct SignedGateway {
     let store: any ObjectStore
     let tokens: TokenService
 
-    /// Temporary credentials for the `writer` role, as the token endpoint issues them.
-    func credentials(sessionPolicy: String? = nil, issuedAt: Date = now) throws -> IssuedCredentials {
-        try tokens.issue(subject: "alice", role: "writer", sessionPolicy: sessionPolicy, duration: 900, now: issuedAt)
+    /// Temporary credentials for the `writer` role (or `role`), as the token endpoint issues them.
+    func credentials(role: String = "writer", sessionPolicy: String? = nil, issuedAt: Date = now) throws -> IssuedCredentials {
+        try tokens.issue(subject: "alice", role: role, sessionPolicy: sessionPolicy, duration: 900, now: issuedAt)
     }
 
     /// Sends `request` signed in `dialect`'s header scheme (S3 SigV4, OSS V1); `tamper` changes
@@ -116,7 +124,7 @@ private struct SignedGateway {
 }
 
 private func withSignedGateway(_ body: @Sendable (SignedGateway) async throws -> Void) async throws {
-    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+    let fixture = try Fixture(roles: ["writer": writerPolicy, "cors": corsPolicy], now: { now })
     defer { fixture.remove() }
     let store = try await makeGatewayStore(buckets: ["tollgate", "private"])
     let tokens = fixture.state.snapshot.tokens
@@ -386,5 +394,99 @@ func expiredTokenStoresNothing(dialect: Dialect) async throws {
             expectError(response, .oss, status: .forbidden, code: "SecurityTokenExpired")
         }
         #expect(try await gateway.keys("tollgate") == [])
+    }
+}
+
+// MARK: Bucket CORS
+
+private let corsBody = """
+    <CORSConfiguration><CORSRule><ID>web</ID><AllowedOrigin>https://app.example.com</AllowedOrigin><AllowedMethod>PUT</AllowedMethod>\
+    <AllowedMethod>GET</AllowedMethod><AllowedHeader>*</AllowedHeader><ExposeHeader>x-amz-meta-owner</ExposeHeader>\
+    <MaxAgeSeconds>300</MaxAgeSeconds></CORSRule><ResponseVary>true</ResponseVary></CORSConfiguration>
+    """
+
+private let corsRules = CORSConfiguration(rules: [
+    CORSRule(id: "web", allowedOrigins: ["https://app.example.com"], allowedMethods: ["PUT", "GET"], allowedHeaders: ["*"],
+             exposeHeaders: ["x-amz-meta-owner"], maxAgeSeconds: 300),
+], responseVary: true)
+
+@Test("PutBucketCors stores the rules, GetBucketCors answers them, DeleteBucketCors removes them (idempotent)", arguments: [Dialect.s3, .oss])
+func bucketCorsRoundTrip(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials(role: "cors")
+        expectError(try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, credentials),
+                    dialect, status: .notFound, code: "NoSuchCORSConfiguration")
+
+        let put = try await gateway.send(Unsigned(.put, "tollgate", query: "cors", headers: ["content-md5": try contentMD5(corsBody)], body: corsBody),
+                                         dialect, credentials)
+        #expect(put.status == .ok, "\(String(buffer: put.body))")
+        #expect(try await gateway.store.bucketCORS("tollgate") == corsRules)
+
+        let get = try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, credentials)
+        #expect(get.status == .ok)
+        let xml = String(buffer: get.body)
+        #expect(xml.contains("<CORSRule><ID>web</ID><AllowedOrigin>https://app.example.com</AllowedOrigin><AllowedMethod>PUT</AllowedMethod>"
+            + "<AllowedMethod>GET</AllowedMethod><AllowedHeader>*</AllowedHeader><ExposeHeader>x-amz-meta-owner</ExposeHeader>"
+            + "<MaxAgeSeconds>300</MaxAgeSeconds></CORSRule>"), "\(xml)")
+        // ResponseVary is OSS's: S3 clients are not shown it.
+        #expect(xml.contains("<ResponseVary>true</ResponseVary>") == (dialect == .oss), "\(xml)")
+        #expect(xml.contains("xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"") == (dialect == .s3))
+
+        for _ in 0..<2 {
+            let delete = try await gateway.send(Unsigned(.delete, "tollgate", query: "cors"), dialect, credentials)
+            #expect(delete.status == .noContent)
+            #expect(try await gateway.store.bucketCORS("tollgate") == nil)
+        }
+        expectError(try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, credentials),
+                    dialect, status: .notFound, code: "NoSuchCORSConfiguration")
+        for method in [HTTPRequest.Method.get, .delete] {
+            expectError(try await gateway.send(Unsigned(method, "missing", query: "cors"), dialect, credentials),
+                        dialect, status: .notFound, code: "NoSuchBucket")
+        }
+        expectError(try await gateway.send(Unsigned(.put, "missing", query: "cors", body: corsBody), dialect, credentials),
+                    dialect, status: .notFound, code: "NoSuchBucket")
+    }
+}
+
+@Test("a CORS body S3 would not take is MalformedXML or InvalidRequest in the caller's dialect, and nothing is stored", arguments: [Dialect.s3, .oss])
+func bucketCorsRefusals(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials(role: "cors")
+        let rule = { (inner: String) in "<CORSConfiguration><CORSRule>\(inner)</CORSRule></CORSConfiguration>" }
+        let refusals: [(String, HTTPResponse.Status, String)] = [
+            ("<CORSConfiguration/>", .badRequest, "MalformedXML"),
+            (rule("<AllowedMethod>GET</AllowedMethod>"), .badRequest, "MalformedXML"),
+            (rule("<AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>-5</MaxAgeSeconds>"), .badRequest, "MalformedXML"),
+            (rule("<AllowedOrigin>*</AllowedOrigin><AllowedMethod>PATCH</AllowedMethod>"), .badRequest, "InvalidRequest"),
+            (rule("<AllowedOrigin>https://*.*.example.com</AllowedOrigin><AllowedMethod>GET</AllowedMethod>"), .badRequest, "InvalidRequest"),
+            (rule("<AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><AllowedHeader>*-*</AllowedHeader>"), .badRequest, "InvalidRequest"),
+            (rule("<AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><!--\(String(repeating: "-", count: 70_000))-->"),
+             .badRequest, "MaxMessageLengthExceeded"),
+        ]
+        for (body, status, code) in refusals {
+            expectError(try await gateway.send(Unsigned(.put, "tollgate", query: "cors", body: body), dialect, credentials),
+                        dialect, status: status, code: code)
+        }
+        #expect(try await gateway.store.bucketCORS("tollgate") == nil)
+    }
+}
+
+@Test("changing or reading CORS rules needs their actions: a role without them is refused and the rules stay", arguments: [Dialect.s3, .oss])
+func bucketCorsNeedsItsActions(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        try await gateway.store.setBucketCORS("tollgate", corsRules)
+        let writer = try gateway.credentials()
+        let replacement = "<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>DELETE</AllowedMethod></CORSRule></CORSConfiguration>"
+        expectError(try await gateway.send(Unsigned(.put, "tollgate", query: "cors", body: replacement), dialect, writer),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        expectError(try await gateway.send(Unsigned(.delete, "tollgate", query: "cors"), dialect, writer),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        expectError(try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, writer),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        #expect(try await gateway.store.bucketCORS("tollgate") == corsRules)
+        // The CORS role may do just that, and no more.
+        let cors = try gateway.credentials(role: "cors")
+        expectError(try await gateway.send(Unsigned(.put, "tollgate", "k", body: "x"), dialect, cors), dialect, status: .forbidden, code: "AccessDenied")
+        #expect(try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, cors).status == .ok)
     }
 }
