@@ -123,8 +123,8 @@ private struct SignedGateway {
     }
 }
 
-private func withSignedGateway(_ body: @Sendable (SignedGateway) async throws -> Void) async throws {
-    let fixture = try Fixture(roles: ["writer": writerPolicy, "cors": corsPolicy], now: { now })
+private func withSignedGateway(extraConfig: String = "", _ body: @Sendable (SignedGateway) async throws -> Void) async throws {
+    let fixture = try Fixture(roles: ["writer": writerPolicy, "cors": corsPolicy], extraConfig: extraConfig, now: { now })
     defer { fixture.remove() }
     let store = try await makeGatewayStore(buckets: ["tollgate", "private"])
     let tokens = fixture.state.snapshot.tokens
@@ -488,5 +488,70 @@ func bucketCorsNeedsItsActions(dialect: Dialect) async throws {
         let cors = try gateway.credentials(role: "cors")
         expectError(try await gateway.send(Unsigned(.put, "tollgate", "k", body: "x"), dialect, cors), dialect, status: .forbidden, code: "AccessDenied")
         #expect(try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, cors).status == .ok)
+    }
+}
+
+/// config.json's default for every bucket: another origin than the bucket rules' above.
+private let defaultCORS = #", "CORS": {"Gateway": [{"AllowedOrigins": ["https://default.example"], "AllowedMethods": ["GET"], "MaxAgeSeconds": 60}]}"#
+
+/// A browser's preflight: unsigned, with the Access-Control-Request-* headers.
+private func preflight(_ gateway: SignedGateway, _ path: String, origin: String, method: String, headers: String? = nil) async throws -> TestResponse {
+    var fields: HTTPFields = [.origin: origin, .accessControlRequestMethod: method]
+    if let headers { fields[.accessControlRequestHeaders] = headers }
+    return try await gateway.client.execute(uri: path, method: .options, headers: fields)
+}
+
+@Test("a bucket's own CORS rules decide its preflights and CORS headers; deleting them brings config.json's default back")
+func bucketRulesReplaceTheDefault() async throws {
+    try await withSignedGateway(extraConfig: defaultCORS) { gateway in
+        let app = "https://app.example.com", fallback = "https://default.example"
+        let cors = try gateway.credentials(role: "cors"), writer = try gateway.credentials()
+        try await gateway.seed("tollgate", "docs/a.txt", "hello")
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: fallback, method: "GET").status == .ok)
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: app, method: "PUT").status == .forbidden)
+
+        let put = try await gateway.send(Unsigned(.put, "tollgate", query: "cors", body: corsBody), .s3, cors)
+        #expect(put.status == .ok)
+        let allowed = try await preflight(gateway, "/tollgate/docs/a.txt", origin: app, method: "PUT", headers: "content-type, x-amz-date")
+        #expect(allowed.status == .ok)
+        #expect(allowed.headers[.accessControlAllowOrigin] == app)
+        #expect(allowed.headers[.accessControlAllowMethods] == "PUT, GET")
+        #expect(allowed.headers[.accessControlAllowHeaders] == "content-type, x-amz-date")
+        #expect(allowed.headers[.accessControlMaxAge] == "300")
+        #expect(allowed.headers[.accessControlExposeHeaders]?.contains("x-amz-meta-owner") == true)
+        // The bucket's rules replace the default for that bucket, and for it alone.
+        let replaced = try await preflight(gateway, "/tollgate/docs/a.txt", origin: fallback, method: "GET")
+        #expect(replaced.status == .forbidden)
+        #expect(String(buffer: replaced.body).contains("<Code>AccessForbidden</Code>"))
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: app, method: "DELETE").status == .forbidden)
+        #expect(try await preflight(gateway, "/private/p.txt", origin: fallback, method: "GET").status == .ok)
+        #expect(try await preflight(gateway, "/private/p.txt", origin: app, method: "PUT").status == .forbidden)
+
+        // The actual request carries the headers of the bucket's rule, and only for its origins.
+        let get = try await gateway.send(Unsigned(.get, "tollgate", "docs/a.txt", headers: ["origin": app]), .oss, writer)
+        #expect(get.status == .ok)
+        #expect(get.headers[.accessControlAllowOrigin] == app)
+        #expect(get.headers[.accessControlExposeHeaders]?.contains("x-amz-meta-owner") == true)
+        let other = try await gateway.send(Unsigned(.get, "tollgate", "docs/a.txt", headers: ["origin": fallback]), .oss, writer)
+        #expect(other.status == .ok && other.headers[.accessControlAllowOrigin] == nil)
+
+        #expect(try await gateway.send(Unsigned(.delete, "tollgate", query: "cors"), .oss, cors).status == .noContent)
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: fallback, method: "GET").status == .ok)
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: app, method: "PUT").status == .forbidden)
+        let restored = try await gateway.send(Unsigned(.get, "tollgate", "docs/a.txt", headers: ["origin": fallback]), .s3, writer)
+        #expect(restored.headers[.accessControlAllowOrigin] == fallback)
+    }
+}
+
+@Test("a bucket with neither its own CORS rules nor config.json's refuses every preflight with 403 AccessForbidden")
+func noRulesNoPreflight() async throws {
+    try await withSignedGateway { gateway in
+        let refused = try await preflight(gateway, "/tollgate/docs/a.txt", origin: "https://app.example.com", method: "GET")
+        #expect(refused.status == .forbidden)
+        #expect(String(buffer: refused.body).contains("<Code>AccessForbidden</Code>"))
+        #expect(refused.headers[.accessControlAllowOrigin] == nil)
+        try await gateway.store.setBucketCORS("tollgate", corsRules)
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: "https://app.example.com", method: "GET").status == .ok)
+        #expect(try await preflight(gateway, "/private/docs/a.txt", origin: "https://app.example.com", method: "GET").status == .forbidden)
     }
 }
