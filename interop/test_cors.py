@@ -41,15 +41,20 @@ def presigned(server, method, key, bucket="tollgate", **params):
     return s3.generate_presigned_url(method, Params={"Bucket": bucket, "Key": key, **params}, ExpiresIn=300)
 
 
+def assert_grants(allowed, origin, methods, headers, max_age):
+    """A preflight answered 200 with a rule's grants: the origin, its methods, the headers asked for."""
+    assert allowed.status_code == 200, allowed.text
+    assert allowed.headers["Access-Control-Allow-Origin"] == origin
+    assert set(allowed.headers["Access-Control-Allow-Methods"].split(", ")) == methods
+    assert allowed.headers["Access-Control-Allow-Headers"] == headers
+    assert allowed.headers["Access-Control-Max-Age"] == max_age
+    assert "Origin" in allowed.headers["Vary"]
+
+
 def test_gateway_preflight_allowed_and_refused(gw):
     allowed = requests.options(f"{gw.gateway_url}/tollgate/photos/cat.jpg", timeout=10, headers={
         "Origin": APP, "Access-Control-Request-Method": "PUT", "Access-Control-Request-Headers": "content-type, x-amz-date"})
-    assert allowed.status_code == 200, allowed.text
-    assert allowed.headers["Access-Control-Allow-Origin"] == APP
-    assert set(allowed.headers["Access-Control-Allow-Methods"].split(", ")) == {"GET", "PUT", "HEAD"}
-    assert allowed.headers["Access-Control-Allow-Headers"] == "content-type, x-amz-date"
-    assert allowed.headers["Access-Control-Max-Age"] == "600"
-    assert "Origin" in allowed.headers["Vary"]
+    assert_grants(allowed, APP, {"GET", "PUT", "HEAD"}, "content-type, x-amz-date", "600")
     assert allowed.content == b""
     for headers in ({"Origin": "https://evil.example", "Access-Control-Request-Method": "PUT"},
                     {"Origin": APP, "Access-Control-Request-Method": "DELETE"},
@@ -199,11 +204,7 @@ def test_bucket_rules_replace_the_default_for_a_browser(gw):
 
     s3.put_bucket_cors(Bucket="cors-browser", CORSConfiguration={"CORSRules": BUCKET_RULES})
     allowed = preflight(url, UPLOADER, "PUT", "content-type, x-amz-date, x-amz-security-token")
-    assert allowed.status_code == 200, allowed.text
-    assert allowed.headers["Access-Control-Allow-Origin"] == UPLOADER
-    assert set(allowed.headers["Access-Control-Allow-Methods"].split(", ")) == {"PUT", "POST", "GET"}
-    assert allowed.headers["Access-Control-Allow-Headers"] == "content-type, x-amz-date, x-amz-security-token"
-    assert allowed.headers["Access-Control-Max-Age"] == "1200"
+    assert_grants(allowed, UPLOADER, {"PUT", "POST", "GET"}, "content-type, x-amz-date, x-amz-security-token", "1200")
     assert "x-amz-version-id" in allowed.headers["Access-Control-Expose-Headers"]
     assert preflight(url, "https://cdn.uploader.example.org", "POST").status_code == 200
     # The default no longer applies to this bucket...
