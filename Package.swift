@@ -43,13 +43,15 @@ let package = Package(
         .target(name: "TollgateSignature", dependencies: ["TollgateCrypto", "TollgateDates"], swiftSettings: swiftSettings),
         // Who an app user is: OIDC/JWT verification (jwt-kit), JWKS caching, role rules.
         .target(name: "TollgateIdentity", dependencies: [.product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
-        // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload).
-        .target(name: "TollgateXML", swiftSettings: swiftSettings),
+        // CORS rules (S3's shape) and their matching: one type for config.json, the XML reader, the store and the gateway.
+        .target(name: "TollgateCORS", swiftSettings: swiftSettings),
+        // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload, Tagging, CORSConfiguration).
+        .target(name: "TollgateXML", dependencies: ["TollgateCORS"], swiftSettings: swiftSettings),
         // Object store: the protocol-free `ObjectStore` seam; files + SQLite metadata, and an in-memory twin.
         .target(
             name: "TollgateStore",
             dependencies: [
-                "TollgateCrypto",
+                "TollgateCrypto", "TollgateCORS",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -60,7 +62,7 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity",
+                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity", "TollgateCORS",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

@@ -25,6 +25,8 @@ public enum ResourceLevel: String, Sendable, Hashable {
 /// | getBucketPolicy | `oss:GetBucketPolicy` | `s3:GetBucketPolicy` | bucket |
 /// | getBucketEncryption | `oss:GetBucketEncryption` | `s3:GetEncryptionConfiguration` | bucket |
 /// | getBucketCors | `oss:GetBucketCors` | `s3:GetBucketCORS` | bucket |
+/// | putBucketCors | `oss:PutBucketCors` | `s3:PutBucketCORS` | bucket |
+/// | deleteBucketCors | `oss:DeleteBucketCors` | `s3:PutBucketCORS` | bucket |
 /// | getBucketTagging | `oss:GetBucketTagging` | `s3:GetBucketTagging` | bucket |
 /// | getBucketWebsite | `oss:GetBucketWebsite` | `s3:GetBucketWebsite` | bucket |
 /// | getObjectAcl | `oss:GetObjectAcl` | `s3:GetObjectAcl` | object |
@@ -66,6 +68,8 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
     case getBucketPolicy
     case getBucketEncryption
     case getBucketCors
+    case putBucketCors
+    case deleteBucketCors
     case getBucketTagging
     case getBucketWebsite
     case getObjectAcl
@@ -106,6 +110,8 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         case .getBucketPolicy: "oss:GetBucketPolicy"
         case .getBucketEncryption: "oss:GetBucketEncryption"
         case .getBucketCors: "oss:GetBucketCors"
+        case .putBucketCors: "oss:PutBucketCors"
+        case .deleteBucketCors: "oss:DeleteBucketCors"
         case .getBucketTagging: "oss:GetBucketTagging"
         case .getBucketWebsite: "oss:GetBucketWebsite"
         case .getObjectAcl: "oss:GetObjectAcl"
@@ -138,6 +144,8 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         case .getBucketPolicy: "s3:GetBucketPolicy"
         case .getBucketEncryption: "s3:GetEncryptionConfiguration"
         case .getBucketCors: "s3:GetBucketCORS"
+        // IAM has no DeleteBucketCORS: deleting the configuration needs s3:PutBucketCORS.
+        case .putBucketCors, .deleteBucketCors: "s3:PutBucketCORS"
         case .getBucketTagging: "s3:GetBucketTagging"
         case .getBucketWebsite: "s3:GetBucketWebsite"
         case .getObjectAcl: "s3:GetObjectAcl"
@@ -162,7 +170,8 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         switch self {
         case .listBuckets: .service
         case .createBucket, .headBucket, .getBucketInfo, .getBucketStat, .listObjectVersions, .getBucketVersioning, .getBucketAcl,
-             .getBucketLifecycle, .getBucketPolicy, .getBucketEncryption, .getBucketCors, .getBucketTagging, .getBucketWebsite,
+             .getBucketLifecycle, .getBucketPolicy, .getBucketEncryption, .getBucketCors, .putBucketCors, .deleteBucketCors,
+             .getBucketTagging, .getBucketWebsite,
              .deleteBucket, .getBucketLocation, .listObjects, .listObjectsV2,
              .listMultipartUploads: .bucket
         default: .object

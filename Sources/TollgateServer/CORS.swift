@@ -1,41 +1,7 @@
 import HTTPTypes
 import Hummingbird
+import TollgateCORS
 import TollgateIdentity
-
-/// One CORS rule, in S3's shape: which origins may send which methods and headers, what the
-/// browser may read back, and how long it may cache a preflight answer.
-struct CORSRule: Sendable, Equatable {
-    var allowedOrigins: [String]
-    var allowedMethods: [String]
-    var allowedHeaders: [String] = []
-    var exposeHeaders: [String] = []
-    var maxAgeSeconds: Int?
-
-    static let methods: Set<String> = ["GET", "PUT", "POST", "DELETE", "HEAD"]
-
-    /// Whether this rule admits a request from `origin` with `method` and, for a preflight, the
-    /// `requestHeaders` it announces (compared case-insensitively).
-    func admits(origin: String, method: String, requestHeaders: [String] = []) -> Bool {
-        guard allowedOrigins.contains(where: { Self.matches($0, origin) }), allowedMethods.contains(method) else { return false }
-        return requestHeaders.allSatisfy { header in allowedHeaders.contains { Self.matches($0.lowercased(), header.lowercased()) } }
-    }
-
-    /// `Access-Control-Allow-Origin` for `origin`: `*` when the rule admits every origin.
-    func allowOrigin(for origin: String) -> String {
-        allowedOrigins.contains("*") ? "*" : origin
-    }
-
-    /// S3's wildcard: `*` alone matches everything; otherwise at most one `*`, matching any run
-    /// of characters but `/` (an origin has no path, so `https://*.example.com` cannot match
-    /// `https://evil.com/.example.com`).
-    static func matches(_ pattern: String, _ value: String) -> Bool {
-        if pattern == "*" { return true }
-        guard let star = pattern.firstIndex(of: "*") else { return pattern == value }
-        let prefix = pattern[..<star], suffix = pattern[pattern.index(after: star)...]
-        guard value.count >= prefix.count + suffix.count, value.hasPrefix(prefix), value.hasSuffix(suffix) else { return false }
-        return !value.dropFirst(prefix.count).dropLast(suffix.count).contains("/")
-    }
-}
 
 /// CORS for browser apps, from config.json's `CORS` section:
 ///
@@ -132,11 +98,6 @@ public struct CORSSettings: Sendable, Equatable {
         guard stars <= 1, origin.hasPrefix("http://") || origin.hasPrefix("https://"), !origin.hasSuffix("/") else {
             throw ConfigError(file: file, "\(path): \"\(origin)\" is not an origin like \"https://app.example.com\" (at most one *)")
         }
-    }
-
-    /// The first gateway rule that admits the request, if any.
-    func gatewayRule(origin: String, method: String, requestHeaders: [String] = []) -> CORSRule? {
-        gateway.first { $0.admits(origin: origin, method: method, requestHeaders: requestHeaders) }
     }
 
     /// Whether the token endpoint answers `origin`.

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import Synchronization
+import TollgateCORS
 import TollgateCrypto
 
 #if canImport(Glibc)
@@ -90,6 +91,7 @@ public final class LocalObjectStore: ObjectStore {
     let io: BlockingIO
     let appendLocks = KeyedLock()
     let objectCache: ObjectInfoCache
+    let corsCache = BucketCORSCache()
     let storageState: StorageFullState
     private let uploadLimit: Atomic<Int>
     public let recovery: RecoveryReport
@@ -321,6 +323,8 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func deleteBucket(_ name: String) async throws {
+        // Its CORS rules went with it.
+        defer { corsCache.invalidate() }
         await removeFiles(try await index.deleteBucket(name))
     }
 
@@ -328,6 +332,29 @@ public final class LocalObjectStore: ObjectStore {
     public func ensureBuckets(_ names: [String]) async throws -> [String] {
         for name in names { try StoreNames.validateBucket(name) }
         return try await index.ensureBuckets(names, created: now())
+    }
+
+    // MARK: Bucket CORS
+
+    /// From `corsCache`: every bucket's rules are read in one query when the cache is empty (at
+    /// first, and after a change), so a preflight for any bucket name, existing or not, reads
+    /// nothing from SQLite while the rules stay the same.
+    public func bucketCORS(_ bucket: String) async throws -> CORSConfiguration? {
+        let (cached, generation) = corsCache.get()
+        if let cached { return cached[bucket] }
+        let all = try await index.allBucketCORS()
+        corsCache.fill(all, generation: generation)
+        return all[bucket]
+    }
+
+    public func setBucketCORS(_ bucket: String, _ configuration: CORSConfiguration) async throws {
+        defer { corsCache.invalidate() }
+        try await index.setBucketCORS(bucket, configuration)
+    }
+
+    public func deleteBucketCORS(_ bucket: String) async throws {
+        defer { corsCache.invalidate() }
+        try await index.deleteBucketCORS(bucket)
     }
 
     // MARK: Objects

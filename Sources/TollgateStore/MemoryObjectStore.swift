@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import Synchronization
+import TollgateCORS
 import TollgateCrypto
 
 /// An `ObjectStore` held in memory: the local store's twin for tests of everything above the
@@ -28,6 +29,7 @@ public final class MemoryObjectStore: ObjectStore {
 
     private struct State {
         var buckets: [String: Date] = [:]
+        var cors: [String: CORSConfiguration] = [:]
         var objects: [String: [String: StoredBytes]] = [:]
         var uploads: [String: Upload] = [:]
         /// Uploads completed, to answer retries of their CompleteMultipartUpload.
@@ -147,6 +149,7 @@ public final class MemoryObjectStore: ObjectStore {
             state.uploads = state.uploads.filter { $0.value.upload.bucket != name }
             state.buckets[name] = nil
             state.objects[name] = nil
+            state.cors[name] = nil
         }
     }
 
@@ -161,6 +164,26 @@ public final class MemoryObjectStore: ObjectStore {
                 added.append(name)
             }
             return added
+        }
+    }
+
+    // MARK: Bucket CORS
+
+    public func bucketCORS(_ bucket: String) async throws -> CORSConfiguration? {
+        state.withLock { $0.cors[bucket] }
+    }
+
+    public func setBucketCORS(_ bucket: String, _ configuration: CORSConfiguration) async throws {
+        try state.withLock { (state) throws(StoreError) in
+            try state.requireBucket(bucket)
+            state.cors[bucket] = configuration
+        }
+    }
+
+    public func deleteBucketCORS(_ bucket: String) async throws {
+        try state.withLock { (state) throws(StoreError) in
+            try state.requireBucket(bucket)
+            state.cors[bucket] = nil
         }
     }
 

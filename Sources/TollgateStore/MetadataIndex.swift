@@ -139,8 +139,8 @@ final class MetadataIndex: Sendable {
         }
     }
 
-    /// Deletes an empty bucket, aborting the multipart uploads still in it (as S3 does); returns
-    /// their part files.
+    /// Deletes an empty bucket with its CORS rules, aborting the multipart uploads still in it (as
+    /// S3 does); returns their part files.
     func deleteBucket(_ name: String) async throws -> [String] {
         try await write { db in
             try Self.requireBucket(db, name)
@@ -148,6 +148,7 @@ final class MetadataIndex: Sendable {
             if busy { throw StoreError.bucketNotEmpty(bucket: name) }
             let uploads = try String.fetchAll(db, sql: "SELECT upload_id FROM upload WHERE bucket = ?", arguments: [name])
             let files = try uploads.flatMap { try Self.deleteUpload(db, $0) }
+            try db.execute(sql: "DELETE FROM bucket_cors WHERE bucket = ?", arguments: [name])
             try db.execute(sql: "DELETE FROM bucket WHERE name = ?", arguments: [name])
             return files
         }

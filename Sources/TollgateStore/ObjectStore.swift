@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import TollgateCORS
 import TollgateCrypto
 
 /// The storage behind the object gateway, in the store's own terms: errors are `StoreError`
@@ -24,6 +25,16 @@ public protocol ObjectStore: Sendable {
     /// Creates the buckets that do not exist yet; returns those it created, in order.
     @discardableResult
     func ensureBuckets(_ names: [String]) async throws -> [String]
+
+    // MARK: Bucket CORS
+    /// The bucket's own CORS rules; nil when it has none, or when there is no such bucket. Every
+    /// browser preflight and every request with an `Origin` asks, so implementations answer from
+    /// memory after their first read.
+    func bucketCORS(_ bucket: String) async throws -> CORSConfiguration?
+    /// Replaces the bucket's CORS rules (`noSuchBucket`). They go with the bucket when it is deleted.
+    func setBucketCORS(_ bucket: String, _ configuration: CORSConfiguration) async throws
+    /// Removes the bucket's CORS rules; idempotent (`noSuchBucket`).
+    func deleteBucketCORS(_ bucket: String) async throws
 
     // MARK: Objects
     /// Streams `body` to storage and commits it atomically, replacing any previous version;

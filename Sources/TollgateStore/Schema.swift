@@ -94,6 +94,15 @@ enum Schema {
                 ALTER TABLE upload ADD COLUMN checksum_full_object INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        migrator.registerMigration("v5-bucket-cors") { db in
+            // A bucket's CORS rules: its CORSConfiguration as JSON (`BucketCORSColumn`).
+            try db.execute(sql: """
+                CREATE TABLE bucket_cors (
+                    bucket TEXT NOT NULL PRIMARY KEY REFERENCES bucket(name),
+                    configuration TEXT NOT NULL
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

@@ -1,3 +1,5 @@
+import TollgateCORS
+
 /// The XML request bodies the gateway reads. Element names are matched without namespace,
 /// since S3 clients send S3's namespace and OSS clients none.
 public enum RequestBodies {
@@ -125,5 +127,68 @@ public struct TaggingRequest: Equatable, Sendable {
             guard tags.count <= 1000 else { throw XMLReadError(reason: "too many tags", offset: 0) }
         }
         return TaggingRequest(tags: tags)
+    }
+}
+
+/// PutBucketCors, S3's and OSS's: `<CORSConfiguration>` with one or more `<CORSRule>`, each with
+/// an optional `ID`, one or more `AllowedOrigin` and `AllowedMethod`, any number of
+/// `AllowedHeader` and `ExposeHeader`, an optional `MaxAgeSeconds`; OSS adds an optional
+/// `ResponseVary` after the rules. Anything else in the document is refused, as S3's schema
+/// refuses it; values are read without surrounding whitespace. What S3 refuses in a
+/// well-formed configuration (methods, wildcards, more than 100 rules) is
+/// `CORSConfiguration.refusal`'s to say.
+extension CORSConfiguration {
+    /// At most 64 KiB (S3's limit), and as many elements as that many bytes can hold.
+    static let limits = XMLLimits(maxBytes: maxBytes, maxDepth: 8, maxElements: maxBytes / 4)
+    static let ruleElements: Set<String> = ["ID", "AllowedOrigin", "AllowedMethod", "AllowedHeader", "ExposeHeader", "MaxAgeSeconds"]
+
+    public static func parse(_ bytes: [UInt8]) throws(XMLReadError) -> CORSConfiguration {
+        let document = try XMLReader.parse(bytes, limits: limits)
+        let root = document.root
+        guard root.name == "CORSConfiguration" else { throw XMLReadError(reason: "the root element is not CORSConfiguration", offset: 0) }
+        var configuration = CORSConfiguration(rules: [])
+        for index in root.children {
+            let element = document.elements[index]
+            switch element.name {
+            case "CORSRule": configuration.rules.append(try rule(element, in: document))
+            case "ResponseVary" where configuration.responseVary == nil:
+                switch element.text.trimmedXMLSpace().lowercased() {
+                case "true": configuration.responseVary = true
+                case "false": configuration.responseVary = false
+                default: throw XMLReadError(reason: "ResponseVary is not true or false", offset: 0)
+                }
+            default: throw XMLReadError(reason: "unexpected element \(element.name) in CORSConfiguration", offset: 0)
+            }
+        }
+        guard !configuration.rules.isEmpty else { throw XMLReadError(reason: "no CORSRule", offset: 0) }
+        return configuration
+    }
+
+    static func rule(_ element: XMLDocument.Element, in document: XMLDocument) throws(XMLReadError) -> CORSRule {
+        var values: [String: [String]] = [:]
+        for index in element.children {
+            let child = document.elements[index]
+            guard ruleElements.contains(child.name), child.children.isEmpty else {
+                throw XMLReadError(reason: "unexpected element \(child.name) in CORSRule", offset: 0)
+            }
+            let value = child.text.trimmedXMLSpace()
+            guard !value.isEmpty else { throw XMLReadError(reason: "an empty \(child.name)", offset: 0) }
+            values[child.name, default: []].append(value)
+        }
+        let origins = values["AllowedOrigin"] ?? [], methods = values["AllowedMethod"] ?? []
+        guard !origins.isEmpty, !methods.isEmpty else { throw XMLReadError(reason: "a CORSRule without AllowedOrigin or AllowedMethod", offset: 0) }
+        guard (values["ID"]?.count ?? 0) <= 1, (values["MaxAgeSeconds"]?.count ?? 0) <= 1 else {
+            throw XMLReadError(reason: "a CORSRule with two IDs or two MaxAgeSeconds", offset: 0)
+        }
+        var maxAge: Int?
+        if let text = values["MaxAgeSeconds"]?.first {
+            // A non-negative 32-bit integer, as S3's schema has it.
+            guard text.utf8.count <= 10, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(text), seconds <= Int(Int32.max) else {
+                throw XMLReadError(reason: "MaxAgeSeconds is not a non-negative integer", offset: 0)
+            }
+            maxAge = seconds
+        }
+        return CORSRule(id: values["ID"]?.first, allowedOrigins: origins, allowedMethods: methods, allowedHeaders: values["AllowedHeader"] ?? [],
+                        exposeHeaders: values["ExposeHeader"] ?? [], maxAgeSeconds: maxAge)
     }
 }

@@ -236,6 +236,8 @@ let actionRows: [ActionRow] = [
     ActionRow(op: .getBucketPolicy, oss: "oss:GetBucketPolicy", s3: "s3:GetBucketPolicy", level: .bucket),
     ActionRow(op: .getBucketEncryption, oss: "oss:GetBucketEncryption", s3: "s3:GetEncryptionConfiguration", level: .bucket),
     ActionRow(op: .getBucketCors, oss: "oss:GetBucketCors", s3: "s3:GetBucketCORS", level: .bucket),
+    ActionRow(op: .putBucketCors, oss: "oss:PutBucketCors", s3: "s3:PutBucketCORS", level: .bucket),
+    ActionRow(op: .deleteBucketCors, oss: "oss:DeleteBucketCors", s3: "s3:PutBucketCORS", level: .bucket),
     ActionRow(op: .getBucketTagging, oss: "oss:GetBucketTagging", s3: "s3:GetBucketTagging", level: .bucket),
     ActionRow(op: .getBucketWebsite, oss: "oss:GetBucketWebsite", s3: "s3:GetBucketWebsite", level: .bucket),
     ActionRow(op: .getObjectAcl, oss: "oss:GetObjectAcl", s3: "s3:GetObjectAcl", level: .object),

@@ -1,4 +1,5 @@
 import Testing
+import TollgateCORS
 import TollgateIdentity
 @testable import TollgateServer
 

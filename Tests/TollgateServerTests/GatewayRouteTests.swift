@@ -29,6 +29,8 @@ let routeCases: [RouteCase] = [
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["policy": ""], operation: .getBucketPolicy),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["encryption": ""], operation: .getBucketEncryption),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["cors": ""], operation: .getBucketCors),
+    RouteCase(method: "PUT", bucket: "b", key: nil, query: ["cors": ""], operation: .putBucketCors),
+    RouteCase(method: "DELETE", bucket: "b", key: nil, query: ["cors": ""], operation: .deleteBucketCors),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["tagging": ""], operation: .getBucketTagging),
     RouteCase(method: "GET", bucket: "b", key: nil, query: ["website": ""], operation: .getBucketWebsite),
     RouteCase(method: "GET", bucket: "b", key: "k", query: ["acl": ""], operation: .getObjectAcl),
@@ -79,6 +81,8 @@ func routes(testCase: RouteCase) throws {
     ("DELETE", "b", nil as String?, ["policy": ""] as [String: String], "NotImplemented"),
     ("POST", "b", "k" as String?, ["tagging": ""] as [String: String], "NotImplemented"),
     ("PUT", "b", nil, ["versioning": ""], "NotImplemented"),
+    ("POST", "b", nil as String?, ["cors": ""] as [String: String], "NotImplemented"),
+    ("PUT", "b", "k" as String?, ["cors": ""] as [String: String], "NotImplemented"),
     ("GET", "b", nil, ["list-type": "3"], "InvalidArgument"),
     ("PUT", "b", "k", ["uploadId": "u"], "InvalidArgument"),
 ])

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+import TollgateCORS
 import TollgateCrypto
 import TollgateSignature
 import TollgateStore
@@ -38,6 +39,13 @@ private let readOnlySessionPolicy = """
      "Resource": ["acs:oss:*:*:tollgate", "acs:oss:*:*:tollgate/*"]}]}
     """
 
+/// A second role, in IAM's names, that may read and change buckets' CORS rules and nothing else:
+/// `s3:PutBucketCORS` also covers deleting them, as in IAM.
+private let corsPolicy = """
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:PutBucketCORS", "s3:GetBucketCORS"],
+     "Resource": "arn:aws:s3:::*"}]}
+    """
+
 /// One request before it is signed. Keys and queries here need no percent-encoding.
 private struct Unsigned {
     var method: HTTPRequest.Method
@@ -70,9 +78,9 @@ private struct SignedGateway {
     let store: any ObjectStore
     let tokens: TokenService
 
-    /// Temporary credentials for the `writer` role, as the token endpoint issues them.
-    func credentials(sessionPolicy: String? = nil, issuedAt: Date = now) throws -> IssuedCredentials {
-        try tokens.issue(subject: "alice", role: "writer", sessionPolicy: sessionPolicy, duration: 900, now: issuedAt)
+    /// Temporary credentials for the `writer` role (or `role`), as the token endpoint issues them.
+    func credentials(role: String = "writer", sessionPolicy: String? = nil, issuedAt: Date = now) throws -> IssuedCredentials {
+        try tokens.issue(subject: "alice", role: role, sessionPolicy: sessionPolicy, duration: 900, now: issuedAt)
     }
 
     /// Sends `request` signed in `dialect`'s header scheme (S3 SigV4, OSS V1); `tamper` changes
@@ -115,8 +123,8 @@ private struct SignedGateway {
     }
 }
 
-private func withSignedGateway(_ body: @Sendable (SignedGateway) async throws -> Void) async throws {
-    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+private func withSignedGateway(extraConfig: String = "", _ body: @Sendable (SignedGateway) async throws -> Void) async throws {
+    let fixture = try Fixture(roles: ["writer": writerPolicy, "cors": corsPolicy], extraConfig: extraConfig, now: { now })
     defer { fixture.remove() }
     let store = try await makeGatewayStore(buckets: ["tollgate", "private"])
     let tokens = fixture.state.snapshot.tokens
@@ -415,5 +423,164 @@ func checksumsThroughTheGateway() async throws {
         #expect(try await gateway.send(Unsigned(.get, "tollgate", "sums/oss"), .oss, credentials).headers[crcHeader] == crc)
         #expect(try await gateway.send(Unsigned(.head, "tollgate", "sums/oss"), .oss, credentials).headers[crcHeader] == crc)
         #expect(try await gateway.send(Unsigned(.get, "tollgate", "sums/oss", headers: ["range": "bytes=0-3"]), .oss, credentials).headers[crcHeader] == nil)
+    }
+}
+
+// MARK: Bucket CORS
+
+private let corsBody = """
+    <CORSConfiguration><CORSRule><ID>web</ID><AllowedOrigin>https://app.example.com</AllowedOrigin><AllowedMethod>PUT</AllowedMethod>\
+    <AllowedMethod>GET</AllowedMethod><AllowedHeader>*</AllowedHeader><ExposeHeader>x-amz-meta-owner</ExposeHeader>\
+    <MaxAgeSeconds>300</MaxAgeSeconds></CORSRule><ResponseVary>true</ResponseVary></CORSConfiguration>
+    """
+
+private let corsRules = CORSConfiguration(rules: [
+    CORSRule(id: "web", allowedOrigins: ["https://app.example.com"], allowedMethods: ["PUT", "GET"], allowedHeaders: ["*"],
+             exposeHeaders: ["x-amz-meta-owner"], maxAgeSeconds: 300),
+], responseVary: true)
+
+@Test("PutBucketCors stores the rules, GetBucketCors answers them, DeleteBucketCors removes them (idempotent)", arguments: [Dialect.s3, .oss])
+func bucketCorsRoundTrip(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials(role: "cors")
+        expectError(try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, credentials),
+                    dialect, status: .notFound, code: "NoSuchCORSConfiguration")
+
+        let put = try await gateway.send(Unsigned(.put, "tollgate", query: "cors", headers: ["content-md5": try contentMD5(corsBody)], body: corsBody),
+                                         dialect, credentials)
+        #expect(put.status == .ok, "\(String(buffer: put.body))")
+        #expect(try await gateway.store.bucketCORS("tollgate") == corsRules)
+
+        let get = try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, credentials)
+        #expect(get.status == .ok)
+        let xml = String(buffer: get.body)
+        #expect(xml.contains("<CORSRule><ID>web</ID><AllowedOrigin>https://app.example.com</AllowedOrigin><AllowedMethod>PUT</AllowedMethod>"
+            + "<AllowedMethod>GET</AllowedMethod><AllowedHeader>*</AllowedHeader><ExposeHeader>x-amz-meta-owner</ExposeHeader>"
+            + "<MaxAgeSeconds>300</MaxAgeSeconds></CORSRule>"), "\(xml)")
+        // ResponseVary is OSS's: S3 clients are not shown it.
+        #expect(xml.contains("<ResponseVary>true</ResponseVary>") == (dialect == .oss), "\(xml)")
+        #expect(xml.contains("xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"") == (dialect == .s3))
+
+        for _ in 0..<2 {
+            let delete = try await gateway.send(Unsigned(.delete, "tollgate", query: "cors"), dialect, credentials)
+            #expect(delete.status == .noContent)
+            #expect(try await gateway.store.bucketCORS("tollgate") == nil)
+        }
+        expectError(try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, credentials),
+                    dialect, status: .notFound, code: "NoSuchCORSConfiguration")
+        for method in [HTTPRequest.Method.get, .delete] {
+            expectError(try await gateway.send(Unsigned(method, "missing", query: "cors"), dialect, credentials),
+                        dialect, status: .notFound, code: "NoSuchBucket")
+        }
+        expectError(try await gateway.send(Unsigned(.put, "missing", query: "cors", body: corsBody), dialect, credentials),
+                    dialect, status: .notFound, code: "NoSuchBucket")
+    }
+}
+
+@Test("a CORS body S3 would not take is MalformedXML or InvalidRequest in the caller's dialect, and nothing is stored", arguments: [Dialect.s3, .oss])
+func bucketCorsRefusals(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials(role: "cors")
+        let rule = { (inner: String) in "<CORSConfiguration><CORSRule>\(inner)</CORSRule></CORSConfiguration>" }
+        let refusals: [(String, HTTPResponse.Status, String)] = [
+            ("<CORSConfiguration/>", .badRequest, "MalformedXML"),
+            (rule("<AllowedMethod>GET</AllowedMethod>"), .badRequest, "MalformedXML"),
+            (rule("<AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>-5</MaxAgeSeconds>"), .badRequest, "MalformedXML"),
+            (rule("<AllowedOrigin>*</AllowedOrigin><AllowedMethod>PATCH</AllowedMethod>"), .badRequest, "InvalidRequest"),
+            (rule("<AllowedOrigin>https://*.*.example.com</AllowedOrigin><AllowedMethod>GET</AllowedMethod>"), .badRequest, "InvalidRequest"),
+            (rule("<AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><AllowedHeader>*-*</AllowedHeader>"), .badRequest, "InvalidRequest"),
+            (rule("<AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><!--\(String(repeating: "-", count: 70_000))-->"),
+             .badRequest, "MaxMessageLengthExceeded"),
+        ]
+        for (body, status, code) in refusals {
+            expectError(try await gateway.send(Unsigned(.put, "tollgate", query: "cors", body: body), dialect, credentials),
+                        dialect, status: status, code: code)
+        }
+        #expect(try await gateway.store.bucketCORS("tollgate") == nil)
+    }
+}
+
+@Test("changing or reading CORS rules needs their actions: a role without them is refused and the rules stay", arguments: [Dialect.s3, .oss])
+func bucketCorsNeedsItsActions(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        try await gateway.store.setBucketCORS("tollgate", corsRules)
+        let writer = try gateway.credentials()
+        let replacement = "<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>DELETE</AllowedMethod></CORSRule></CORSConfiguration>"
+        expectError(try await gateway.send(Unsigned(.put, "tollgate", query: "cors", body: replacement), dialect, writer),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        expectError(try await gateway.send(Unsigned(.delete, "tollgate", query: "cors"), dialect, writer),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        expectError(try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, writer),
+                    dialect, status: .forbidden, code: "AccessDenied")
+        #expect(try await gateway.store.bucketCORS("tollgate") == corsRules)
+        // The CORS role may do just that, and no more.
+        let cors = try gateway.credentials(role: "cors")
+        expectError(try await gateway.send(Unsigned(.put, "tollgate", "k", body: "x"), dialect, cors), dialect, status: .forbidden, code: "AccessDenied")
+        #expect(try await gateway.send(Unsigned(.get, "tollgate", query: "cors"), dialect, cors).status == .ok)
+    }
+}
+
+/// config.json's default for every bucket: another origin than the bucket rules' above.
+private let defaultCORS = #", "CORS": {"Gateway": [{"AllowedOrigins": ["https://default.example"], "AllowedMethods": ["GET"], "MaxAgeSeconds": 60}]}"#
+
+/// A browser's preflight: unsigned, with the Access-Control-Request-* headers.
+private func preflight(_ gateway: SignedGateway, _ path: String, origin: String, method: String, headers: String? = nil) async throws -> TestResponse {
+    var fields: HTTPFields = [.origin: origin, .accessControlRequestMethod: method]
+    if let headers { fields[.accessControlRequestHeaders] = headers }
+    return try await gateway.client.execute(uri: path, method: .options, headers: fields)
+}
+
+@Test("a bucket's own CORS rules decide its preflights and CORS headers; deleting them brings config.json's default back")
+func bucketRulesReplaceTheDefault() async throws {
+    try await withSignedGateway(extraConfig: defaultCORS) { gateway in
+        let app = "https://app.example.com", fallback = "https://default.example"
+        let cors = try gateway.credentials(role: "cors"), writer = try gateway.credentials()
+        try await gateway.seed("tollgate", "docs/a.txt", "hello")
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: fallback, method: "GET").status == .ok)
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: app, method: "PUT").status == .forbidden)
+
+        let put = try await gateway.send(Unsigned(.put, "tollgate", query: "cors", body: corsBody), .s3, cors)
+        #expect(put.status == .ok)
+        let allowed = try await preflight(gateway, "/tollgate/docs/a.txt", origin: app, method: "PUT", headers: "content-type, x-amz-date")
+        #expect(allowed.status == .ok)
+        #expect(allowed.headers[.accessControlAllowOrigin] == app)
+        #expect(allowed.headers[.accessControlAllowMethods] == "PUT, GET")
+        #expect(allowed.headers[.accessControlAllowHeaders] == "content-type, x-amz-date")
+        #expect(allowed.headers[.accessControlMaxAge] == "300")
+        #expect(allowed.headers[.accessControlExposeHeaders]?.contains("x-amz-meta-owner") == true)
+        // The bucket's rules replace the default for that bucket, and for it alone.
+        let replaced = try await preflight(gateway, "/tollgate/docs/a.txt", origin: fallback, method: "GET")
+        #expect(replaced.status == .forbidden)
+        #expect(String(buffer: replaced.body).contains("<Code>AccessForbidden</Code>"))
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: app, method: "DELETE").status == .forbidden)
+        #expect(try await preflight(gateway, "/private/p.txt", origin: fallback, method: "GET").status == .ok)
+        #expect(try await preflight(gateway, "/private/p.txt", origin: app, method: "PUT").status == .forbidden)
+
+        // The actual request carries the headers of the bucket's rule, and only for its origins.
+        let get = try await gateway.send(Unsigned(.get, "tollgate", "docs/a.txt", headers: ["origin": app]), .oss, writer)
+        #expect(get.status == .ok)
+        #expect(get.headers[.accessControlAllowOrigin] == app)
+        #expect(get.headers[.accessControlExposeHeaders]?.contains("x-amz-meta-owner") == true)
+        let other = try await gateway.send(Unsigned(.get, "tollgate", "docs/a.txt", headers: ["origin": fallback]), .oss, writer)
+        #expect(other.status == .ok && other.headers[.accessControlAllowOrigin] == nil)
+
+        #expect(try await gateway.send(Unsigned(.delete, "tollgate", query: "cors"), .oss, cors).status == .noContent)
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: fallback, method: "GET").status == .ok)
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: app, method: "PUT").status == .forbidden)
+        let restored = try await gateway.send(Unsigned(.get, "tollgate", "docs/a.txt", headers: ["origin": fallback]), .s3, writer)
+        #expect(restored.headers[.accessControlAllowOrigin] == fallback)
+    }
+}
+
+@Test("a bucket with neither its own CORS rules nor config.json's refuses every preflight with 403 AccessForbidden")
+func noRulesNoPreflight() async throws {
+    try await withSignedGateway { gateway in
+        let refused = try await preflight(gateway, "/tollgate/docs/a.txt", origin: "https://app.example.com", method: "GET")
+        #expect(refused.status == .forbidden)
+        #expect(String(buffer: refused.body).contains("<Code>AccessForbidden</Code>"))
+        #expect(refused.headers[.accessControlAllowOrigin] == nil)
+        try await gateway.store.setBucketCORS("tollgate", corsRules)
+        #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: "https://app.example.com", method: "GET").status == .ok)
+        #expect(try await preflight(gateway, "/private/docs/a.txt", origin: "https://app.example.com", method: "GET").status == .forbidden)
     }
 }

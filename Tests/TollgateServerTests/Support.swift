@@ -43,7 +43,8 @@ struct Fixture {
 
     static let allPolicy = #"{"Version":"1","Statement":[{"Effect":"Allow","Action":["oss:*"],"Resource":["acs:oss:*:*:*"]}]}"#
 
-    init(secret: String = "fixture-root-secret-0123456789abcdefghij", roles: [String: String] = [:],
+    /// `extraConfig`: more members of config.json, each with its leading comma (`, "CORS": {…}`).
+    init(secret: String = "fixture-root-secret-0123456789abcdefghij", roles: [String: String] = [:], extraConfig: String = "",
          now: @escaping @Sendable () -> Date = { Date() }) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory + "/policy", withIntermediateDirectories: true)
@@ -54,7 +55,7 @@ struct Fixture {
         let roleFiles = roles.keys.sorted().map { "\"\($0)\": \"policy/\($0).json\"" }.joined(separator: ", ")
         let json = """
             {"AccessKeyID": "", "AccessKeySecret": "\(secret)", "RoleArn": "", "TokenExpireTime": "900",
-             "PolicyFile": "policy/all_policy.txt", "Roles": {\(roleFiles)}}
+             "PolicyFile": "policy/all_policy.txt", "Roles": {\(roleFiles)}\(extraConfig)}
             """
         try json.write(toFile: directory + "/config.json", atomically: true, encoding: .utf8)
         config = try TollgateConfig.load(path: directory + "/config.json", environment: [:])

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import Testing
+import TollgateCORS
 @testable import TollgateStore
 
 @Suite struct BucketTests {
@@ -18,6 +19,50 @@ import Testing
         let box = try Sandbox()
         let store = try box.open()
         #expect(await storeError { try await store.createBucket(name) } == .invalidBucketName(bucket: name))
+    }
+
+    /// The local store reads every bucket's CORS rules once and answers from memory until they
+    /// change (or a bucket goes): a preflight costs no SQLite read, for any bucket name.
+    @Test func corsRulesAreReadOnceUntilTheyChange() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("web")
+        let rules = CORSConfiguration(rules: [CORSRule(allowedOrigins: ["*"], allowedMethods: ["GET"])])
+        try await store.setBucketCORS("web", rules)
+        for _ in 0..<3 {
+            #expect(try await store.bucketCORS("web") == rules)
+            #expect(try await store.bucketCORS("never-created-\(UUID().uuidString.lowercased())") == nil)
+        }
+        #expect(store.corsCache.misses == 1)
+        try await store.deleteBucketCORS("web")
+        #expect(try await store.bucketCORS("web") == nil)
+        #expect(try await store.bucketCORS("web") == nil)
+        #expect(store.corsCache.misses == 2)
+        try await store.setBucketCORS("web", rules)
+        #expect(try await store.bucketCORS("web") == rules)
+        try await store.deleteBucket("web")
+        #expect(try await store.bucketCORS("web") == nil)
+        #expect(store.corsCache.misses == 4)
+        // Object writes leave the rules cached.
+        try await store.createBucket("busy")
+        try await store.setBucketCORS("busy", rules)
+        #expect(try await store.bucketCORS("busy") == rules)
+        try await store.put("busy", "k", "v")
+        #expect(try await store.bucketCORS("busy") == rules)
+        #expect(store.corsCache.misses == 5)
+    }
+
+    /// Rules read before a change are never kept after it.
+    @Test func corsCacheRefusesAFillFromBeforeAChange() {
+        let cache = BucketCORSCache()
+        let (all, generation) = cache.get()
+        #expect(all == nil)
+        cache.invalidate()
+        cache.fill(["web": CORSConfiguration(rules: [])], generation: generation)
+        #expect(cache.get().all == nil)
+        let current = cache.get().generation
+        cache.fill([:], generation: current)
+        #expect(cache.get().all == [:])
     }
 
     @Test func lifecycle() async throws {

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import Testing
+import TollgateCORS
 import TollgateCrypto
 @testable import TollgateStore
 
@@ -80,6 +81,42 @@ private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ r
         #expect(await storeError { try await store.abortMultipartUpload(bucket: "alpha", key: "m", uploadID: upload.uploadID) } != nil)
         #expect(await storeError { try await store.deleteBucket("alpha") } == .noSuchBucket(bucket: "alpha"))
         #expect(try await store.ensureBuckets(["zeta", "new-one"]) == ["new-one"])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func bucketCORS(kind: StoreKind) async throws {
+        let (store, box) = try kind.make()
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("web")
+        try await store.createBucket("other")
+        #expect(try await store.bucketCORS("web") == nil)
+        #expect(try await store.bucketCORS("no-such-bucket") == nil)
+        let full = CORSConfiguration(rules: [
+            CORSRule(id: "upload", allowedOrigins: ["https://app.example.com", "http://localhost:*"], allowedMethods: ["PUT", "POST"],
+                     allowedHeaders: ["*"], exposeHeaders: ["ETag", "x-amz-meta-owner"], maxAgeSeconds: 0),
+            CORSRule(allowedOrigins: ["*"], allowedMethods: ["GET"]),
+        ], responseVary: true)
+        try await store.setBucketCORS("web", full)
+        #expect(try await store.bucketCORS("web") == full)
+        #expect(try await store.bucketCORS("other") == nil)
+        // A put replaces the rules whole.
+        let narrow = CORSConfiguration(rules: [CORSRule(allowedOrigins: ["https://app.example.com"], allowedMethods: ["GET"], maxAgeSeconds: 60)])
+        try await store.setBucketCORS("web", narrow)
+        #expect(try await store.bucketCORS("web") == narrow)
+        try await store.setBucketCORS("other", full)
+        // Delete is idempotent and touches that bucket alone.
+        try await store.deleteBucketCORS("web")
+        #expect(try await store.bucketCORS("web") == nil)
+        try await store.deleteBucketCORS("web")
+        #expect(try await store.bucketCORS("other") == full)
+        #expect(await storeError { try await store.setBucketCORS("no-such-bucket", full) } == .noSuchBucket(bucket: "no-such-bucket"))
+        #expect(await storeError { try await store.deleteBucketCORS("no-such-bucket") } == .noSuchBucket(bucket: "no-such-bucket"))
+        #expect(try await store.bucketCORS("no-such-bucket") == nil)
+        // The rules go with their bucket: a bucket created again under the name has none.
+        try await store.deleteBucket("other")
+        #expect(try await store.bucketCORS("other") == nil)
+        try await store.createBucket("other")
+        #expect(try await store.bucketCORS("other") == nil)
     }
 
     @Test(arguments: StoreKind.allCases)

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import TollgateCORS
 import TollgateCrypto
 import TollgatePolicy
 import TollgateSignature
@@ -61,12 +62,16 @@ struct Gateway: HTTPResponder, Sendable {
 
     /// CORS first (see `CORS.swift`): a preflight `OPTIONS` is answered from the rules alone,
     /// before and without authentication, and returns nothing stored; every other answer, error
-    /// or not, carries the headers of the rule that admits its `Origin`.
+    /// or not, carries the headers of the rule that admits its `Origin`. The rules are the
+    /// addressed bucket's own (PutBucketCors), else config.json's default for every bucket.
     func respond(to request: Request, context: Context) async throws -> Response {
-        let cors = live.current.config.cors
-        if request.method == .options { return preflight(request, cors: cors) }
+        let config = live.current.config
+        if request.method == .options { return await preflight(request, config: config, context: context) }
         var response = try await answer(request, context: context)
-        if let origin = request.headers[.origin], let rule = cors.gatewayRule(origin: origin, method: request.method.rawValue) {
+        // Without the rules (the store failed) the answer goes without CORS headers, and the
+        // browser keeps it from the page.
+        if let origin = request.headers[.origin],
+           let rule = try? await corsRules(request, config: config).first(admitting: origin, method: request.method.rawValue) {
             response.headers[.accessControlAllowOrigin] = rule.allowOrigin(for: origin)
             response.headers[.accessControlExposeHeaders] = (CORSSettings.exposedByDefault + rule.exposeHeaders).joined(separator: ", ")
             response.headers.append(HTTPField(name: .vary, value: "Origin"))
@@ -74,14 +79,32 @@ struct Gateway: HTTPResponder, Sendable {
         return response
     }
 
+    /// The CORS rules for the bucket `request` addresses (virtual-hosted or path-style, as any
+    /// request): its own when it has any, else config.json's `CORS.Gateway`. The store keeps
+    /// every bucket's rules in memory, so this reads nothing from disk after the first time.
+    func corsRules(_ request: Request, config: TollgateConfig) async throws -> [CORSRule] {
+        let rawPath = Self.split(request.head.path ?? "/").path
+        guard let bucket = try? Self.address(host: request.head.authority, rawPath: rawPath, baseDomain: config.gatewayBaseDomain).bucket else {
+            return config.cors.gateway
+        }
+        return try await store.bucketCORS(bucket)?.rules ?? config.cors.gateway
+    }
+
     /// A CORS preflight, as S3 answers it: 200 with the rule's grants, or 403 AccessForbidden.
-    func preflight(_ request: Request, cors: CORSSettings) -> Response {
+    func preflight(_ request: Request, config: TollgateConfig, context: Context) async -> Response {
         let origin = request.headers[.origin] ?? ""
         let method = request.headers[.accessControlRequestMethod] ?? ""
         let requested = CORSSettings.requestedHeaders(request.headers[.accessControlRequestHeaders])
-        guard !origin.isEmpty, let rule = cors.gatewayRule(origin: origin, method: method, requestHeaders: requested) else {
-            return GatewayError(.forbidden, "AccessForbidden", "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.",
-                                details: [("Method", method)])
+        let rules: [CORSRule]
+        do { rules = try await corsRules(request, config: config) } catch {
+            context.logger.error("gateway preflight failed", metadata: ["error": "\(error)"])
+            return GatewayError.internalError().response(dialect: .s3, requestID: RequestID.next(), resource: request.uri.path, isHead: false)
+        }
+        guard !origin.isEmpty, let rule = rules.first(admitting: origin, method: method, requestHeaders: requested) else {
+            let message = rules.isEmpty
+                ? "CORSResponse: CORS is not enabled for this bucket."
+                : "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec."
+            return GatewayError(.forbidden, "AccessForbidden", message, details: [("Method", method)])
                 .response(dialect: .s3, requestID: RequestID.next(), resource: request.uri.path, isHead: false)
         }
         var headers: HTTPFields = [

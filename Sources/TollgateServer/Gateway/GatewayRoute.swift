@@ -14,6 +14,9 @@ enum GatewayRoute: Equatable, Sendable {
     case getBucketAcl(bucket: String)
     /// A bucket setting this gateway never has: answered with S3's "not configured" error.
     case getBucketSetting(bucket: String, setting: BucketSetting)
+    case getBucketCors(bucket: String)
+    case putBucketCors(bucket: String)
+    case deleteBucketCors(bucket: String)
     case getObjectAcl(bucket: String, key: String)
     case getObjectTagging(bucket: String, key: String)
     case putObjectTagging(bucket: String, key: String)
@@ -66,6 +69,14 @@ enum GatewayRoute: Equatable, Sendable {
         method: String, bucket: String?, key: String?, query: [String: String], copySource: String?
     ) throws(GatewayError) -> GatewayRoute {
         if let read = subresourceRead(method: method, bucket: bucket, key: key, query: query) { return read }
+        if let bucket, key == nil, query["cors"] != nil {
+            switch method {
+            case "GET": return .getBucketCors(bucket: bucket)
+            case "PUT": return .putBucketCors(bucket: bucket)
+            case "DELETE": return .deleteBucketCors(bucket: bucket)
+            default: break
+            }
+        }
         if let bucket, let key, query["tagging"] != nil {
             switch method {
             case "GET": return .getObjectTagging(bucket: bucket, key: key)
@@ -148,6 +159,9 @@ enum GatewayRoute: Equatable, Sendable {
         case .getBucketVersioning: .getBucketVersioning
         case .getBucketAcl: .getBucketAcl
         case .getBucketSetting(_, let setting): setting.operation
+        case .getBucketCors: .getBucketCors
+        case .putBucketCors: .putBucketCors
+        case .deleteBucketCors: .deleteBucketCors
         case .getObjectAcl: .getObjectAcl
         case .getObjectTagging: .getObjectTagging
         case .putObjectTagging: .putObjectTagging
@@ -178,7 +192,8 @@ enum GatewayRoute: Equatable, Sendable {
         switch self {
         case .listBuckets: nil
         case .createBucket(let b), .headBucket(let b), .getBucketInfo(let b), .getBucketStat(let b), .listObjectVersions(let b),
-             .getBucketVersioning(let b), .getBucketAcl(let b), .getBucketSetting(let b, _), .deleteBucket(let b), .getBucketLocation(let b),
+             .getBucketVersioning(let b), .getBucketAcl(let b), .getBucketSetting(let b, _), .getBucketCors(let b), .putBucketCors(let b),
+             .deleteBucketCors(let b), .deleteBucket(let b), .getBucketLocation(let b),
              .listObjects(let b), .listObjectsV2(let b), .listMultipartUploads(let b), .deleteObjects(let b): b
         case .getObject(let b, _), .getObjectAcl(let b, _), .getObjectTagging(let b, _), .putObjectTagging(let b, _),
              .deleteObjectTagging(let b, _), .headObject(let b, _), .getObjectMeta(let b, _), .putObject(let b, _),
@@ -191,7 +206,7 @@ enum GatewayRoute: Equatable, Sendable {
     var key: String? {
         switch self {
         case .listBuckets, .createBucket, .headBucket, .getBucketInfo, .getBucketStat, .listObjectVersions, .getBucketVersioning,
-             .getBucketAcl, .getBucketSetting, .deleteBucket, .getBucketLocation, .listObjects,
+             .getBucketAcl, .getBucketSetting, .getBucketCors, .putBucketCors, .deleteBucketCors, .deleteBucket, .getBucketLocation, .listObjects,
              .listObjectsV2, .listMultipartUploads, .deleteObjects: nil
         case .getObject(_, let k), .getObjectAcl(_, let k), .getObjectTagging(_, let k), .putObjectTagging(_, let k),
              .deleteObjectTagging(_, let k), .headObject(_, let k), .getObjectMeta(_, let k), .putObject(_, let k),
@@ -210,17 +225,16 @@ enum GatewayRoute: Equatable, Sendable {
     }
 }
 
-/// Bucket settings this gateway never has, each read answered with the error S3 uses when the
+/// Bucket settings this gateway never has (CORS rules it has: see `getBucketCors`), each read answered with the error S3 uses when the
 /// setting is not configured (OSS uses the same codes).
 enum BucketSetting: String, CaseIterable, Sendable {
-    case lifecycle, policy, encryption, cors, tagging, website
+    case lifecycle, policy, encryption, tagging, website
 
     var operation: GatewayOperation {
         switch self {
         case .lifecycle: .getBucketLifecycle
         case .policy: .getBucketPolicy
         case .encryption: .getBucketEncryption
-        case .cors: .getBucketCors
         case .tagging: .getBucketTagging
         case .website: .getBucketWebsite
         }
@@ -232,7 +246,6 @@ enum BucketSetting: String, CaseIterable, Sendable {
         case .policy: GatewayError(.notFound, "NoSuchBucketPolicy", "The bucket policy does not exist")
         case .encryption:
             GatewayError(.notFound, "ServerSideEncryptionConfigurationNotFoundError", "The server side encryption configuration was not found")
-        case .cors: GatewayError(.notFound, "NoSuchCORSConfiguration", "The CORS configuration does not exist")
         case .tagging: GatewayError(.notFound, "NoSuchTagSet", "The TagSet does not exist")
         case .website: GatewayError(.notFound, "NoSuchWebsiteConfiguration", "The specified bucket does not have a website configuration")
         }

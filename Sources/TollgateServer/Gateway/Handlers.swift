@@ -31,6 +31,9 @@ extension Gateway {
         case .getBucketSetting(let bucket, let setting):
             _ = try await store.headBucket(bucket)
             throw setting.notConfigured
+        case .getBucketCors(let bucket): return try await getBucketCors(call, bucket: bucket)
+        case .putBucketCors(let bucket): return try await putBucketCors(call, bucket: bucket)
+        case .deleteBucketCors(let bucket): return try await deleteBucketCors(call, bucket: bucket)
         case .deleteBucket(let bucket): return try await deleteBucket(call, bucket: bucket)
         case .getBucketLocation(let bucket): return try await getBucketLocation(call, bucket: bucket)
         case .listObjects(let bucket): return try await listObjects(call, bucket: bucket, version: 1)

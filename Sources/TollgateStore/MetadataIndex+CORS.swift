@@ -1,0 +1,49 @@
+import Foundation
+import GRDB
+import TollgateCORS
+
+/// Buckets' CORS rules, one row per bucket that has any: its `CORSConfiguration` as JSON.
+extension MetadataIndex {
+    /// Every bucket's rules, in one read (`BucketCORSCache` keeps them).
+    func allBucketCORS() async throws -> [String: CORSConfiguration] {
+        try await read { db in
+            var all: [String: CORSConfiguration] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT bucket, configuration FROM bucket_cors") {
+                let bucket: String = row["bucket"]
+                all[bucket] = try BucketCORSColumn.decode(row["configuration"], bucket: bucket)
+            }
+            return all
+        }
+    }
+
+    func setBucketCORS(_ bucket: String, _ configuration: CORSConfiguration) async throws {
+        let json = try BucketCORSColumn.encode(configuration)
+        try await write { db in
+            try Self.requireBucket(db, bucket)
+            try db.execute(sql: "INSERT OR REPLACE INTO bucket_cors (bucket, configuration) VALUES (?, ?)", arguments: [bucket, json])
+        }
+    }
+
+    func deleteBucketCORS(_ bucket: String) async throws {
+        try await write { db in
+            try Self.requireBucket(db, bucket)
+            try db.execute(sql: "DELETE FROM bucket_cors WHERE bucket = ?", arguments: [bucket])
+        }
+    }
+}
+
+/// The `bucket_cors.configuration` column: the configuration's JSON (`CORSConfiguration`'s
+/// coding keys), so that a rule stored by one version reads back the same in the next.
+enum BucketCORSColumn {
+    static func encode(_ configuration: CORSConfiguration) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: try encoder.encode(configuration), as: UTF8.self)
+    }
+
+    static func decode(_ json: String, bucket: String) throws -> CORSConfiguration {
+        do { return try JSONDecoder().decode(CORSConfiguration.self, from: Data(json.utf8)) } catch {
+            throw StoreError.corrupted("bucket \(bucket): unreadable CORS rules")
+        }
+    }
+}
