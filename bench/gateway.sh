@@ -16,6 +16,9 @@
 # only renames a temporary file. So each round also measures the disk's ceiling for durable
 # 1 MiB writes (bench/disk_ceiling.py: the store's write, fsync, rename and directory fsync,
 # CONNECTIONS writers, nothing else) and reports PUT against it too: no PUT that fsyncs can beat it.
+# Each run also reports the server's CPU time per request (user + system of the gateway process,
+# or of nginx's workers, from /proc), which drifts far less than throughput on a shared machine:
+# compare two builds with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-5}
@@ -89,48 +92,62 @@ for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$NPORT/" && break;
 
 python3 bench/gateway_load.py prepare "$WORK" "http://127.0.0.1:$GPORT" "http://127.0.0.1:$NPORT" "$KEY_ID" "$SECRET"
 
-run() { # base-url targets-file [PUT bytes] -> "objects/s p99"
-  local base=$1; shift
+# CPU time (user + system, clock ticks) of the server's processes: the gateway, or nginx's workers.
+cpu_ticks() { # gateway|nginx
+  local pids=$PID
+  [ "$1" = nginx ] && pids=$(pgrep -P "$(cat "$WORK/nginx.pid")")
+  local total=0
+  for p in $pids; do total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo $total
+}
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+
+run() { # gateway|nginx targets-file [PUT bytes] -> "objects/s p99 server-cpu-µs-per-request"
+  local server=$1; shift
+  local base=$NG; [ "$server" = gateway ] && base=$GW
+  local before; before=$(cpu_ticks "$server")
   wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s bench/gateway.lua "$base" -- "$@" > "$WORK/wrk.txt"
+  local ticks=$(( $(cpu_ticks "$server") - before ))
   if grep -q "Non-2xx\|Socket errors" "$WORK/wrk.txt"; then
     echo "errors for $base $*:" >&2; cat "$WORK/wrk.txt" >&2; exit 1
   fi
-  echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt")"
+  local requests; requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
+  echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt") $((ticks * TICK_US / requests))"
 }
 
 GW="http://127.0.0.1:$GPORT"; NG="http://127.0.0.1:$NPORT"
-run "$GW" "$WORK/get-4k.txt" >/dev/null   # warm-up (page cache, connections)
-run "$NG" "$WORK/get-4k.txt" >/dev/null
+run gateway "$WORK/get-4k.txt" >/dev/null   # warm-up (page cache, connections)
+run nginx "$WORK/get-4k.txt" >/dev/null
 echo "rounds $ROUNDS x ${DURATION}s per workload and server, concurrency $CONNECTIONS" >&2
 : > "$WORK/results.txt"
 for round in $(seq "$ROUNDS"); do
   for workload in ${WORKLOADS:-get-1m get-4k put-1m}; do
     for server in nginx gateway; do
-      base=$NG; [ $server = gateway ] && base=$GW
       args=("$WORK/$workload.txt"); [ $workload = put-1m ] && args+=(PUT 1048576)
-      read -r rps p99 < <(run "$base" "${args[@]}")
-      echo "$round $workload $server $rps $p99" | tee -a "$WORK/results.txt" >&2
+      read -r rps p99 cpu < <(run $server "${args[@]}")
+      echo "$round $workload $server $rps $p99 $cpu" | tee -a "$WORK/results.txt" >&2
     done
   done
   case " ${WORKLOADS:-put-1m} " in *" put-1m "*) ;; *) continue ;; esac
   rm -rf "$WORK/disk"
-  echo "$round put-1m disk $(python3 bench/disk_ceiling.py "$WORK/disk" "$DURATION" "$CONNECTIONS") -" | tee -a "$WORK/results.txt" >&2
+  echo "$round put-1m disk $(python3 bench/disk_ceiling.py "$WORK/disk" "$DURATION" "$CONNECTIONS") - -" | tee -a "$WORK/results.txt" >&2
   rm -rf "$WORK/disk"
 done
 echo
 python3 - "$WORK/results.txt" "$CONNECTIONS" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
-rps = {}
-for round_, workload, server, value, p99 in rows:
+rps, cpu = {}, {}
+for round_, workload, server, value, p99, micros in rows:
     rps.setdefault((workload, server), []).append(float(value))
+    if micros != "-": cpu.setdefault((workload, server), []).append(float(micros))
 sizes = {"get-1m": 1.0, "get-4k": 1 / 256, "put-1m": 1.0}
-print(f"{'workload':<12} {'server':<8} {'objects/s':>12} {'MiB/s':>10}   (medians over rounds)")
+print(f"{'workload':<12} {'server':<8} {'objects/s':>12} {'MiB/s':>10} {'server CPU µs/request':>22}   (medians over rounds)")
 for workload in ("get-1m", "get-4k", "put-1m"):
     if (workload, "gateway") not in rps: continue
     for server in ("nginx", "gateway"):
         median = statistics.median(rps[(workload, server)])
-        print(f"{workload:<12} {server:<8} {median:>12.0f} {median * sizes[workload]:>10.1f}")
+        print(f"{workload:<12} {server:<8} {median:>12.0f} {median * sizes[workload]:>10.1f} {statistics.median(cpu[(workload, server)]):>22.0f}")
 print(f"\nconcurrency {sys.argv[2]}")
 goals = {"get-1m": ("GET 1 MiB", 0.9), "get-4k": ("GET 4 KiB", 0.7), "put-1m": ("PUT 1 MiB", 0.6)}
 for workload, (name, goal) in goals.items():

@@ -85,10 +85,6 @@ enum Posix {
         guard Foundation.ftruncate(fd, off_t(length)) == 0 else { throw failure("ftruncate") }
     }
 
-    static func rename(_ from: String, _ to: String) throws(StoreError) {
-        guard Foundation.rename(from, to) == 0 else { throw failure("rename") }
-    }
-
     /// Removes a file; a file that is already gone is not an error.
     static func unlinkIfPresent(_ path: String) {
         _ = Foundation.unlink(path)
@@ -187,7 +183,6 @@ struct StorageLayout: Sendable {
         id.utf8.count == 32 && id.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }
     }
 
-    func tmpPath(_ id: String) -> String { tmpDirectory + "/" + id }
 
     /// `objects/ab/cd/<id>`. Refuses anything that is not one of our ids (defence in depth
     /// against a tampered database).
@@ -199,6 +194,28 @@ struct StorageLayout: Sendable {
 
     func objectPath(_ id: String) throws(StoreError) -> String {
         try objectDirectory(id) + "/" + id
+    }
+}
+
+/// The object directories (`objects/ab/cd`) known to exist. A write makes its file's directory
+/// (and that one's parent) the first time the store meets it, fsyncing the parent that gained
+/// an entry so the new directory survives a crash; afterwards it costs no system call.
+final class ObjectDirectories: Sendable {
+    private let layout: StorageLayout
+    private let known = Mutex(Set<String>())
+
+    init(layout: StorageLayout) {
+        self.layout = layout
+    }
+
+    /// Makes the directory of `path` (an object file's path) if it is not known to exist. Blocking.
+    func prepare(containing path: String) throws(StoreError) {
+        let directory = (path as NSString).deletingLastPathComponent
+        if known.withLock({ $0.contains(directory) }) { return }
+        let parent = (directory as NSString).deletingLastPathComponent
+        if try Posix.makeDirectory(parent) { try Posix.fsyncDirectory(layout.objectsDirectory) }
+        if try Posix.makeDirectory(directory) { try Posix.fsyncDirectory(parent) }
+        known.withLock { _ = $0.insert(directory) }
     }
 }
 

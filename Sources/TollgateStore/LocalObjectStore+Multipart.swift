@@ -12,7 +12,7 @@ import Darwin
 
 /// Multipart uploads. Each part is its own file under `objects/` (random id), referenced by a
 /// part row in the index; completing concatenates the part files into a new object file
-/// (streamed, never in memory), publishes it, and in the commit transaction replaces the object
+/// (streamed, never in memory), makes it durable, and in the commit transaction replaces the object
 /// row and deletes the upload's rows. The part files are deleted after the commit; if a crash
 /// intervenes they are orphans and start-up removes them.
 extension LocalObjectStore {
@@ -100,19 +100,20 @@ extension LocalObjectStore {
         let checksums = try MultipartRules.checksums(of: chosen.map(\.info), upload: upload.checksum, expected: options.expectedChecksum)
 
         let id = try StorageLayout.newID()
-        let tmp = layout.tmpPath(id)
-        let (layout, fault) = (self.layout, configuration.writeFault)
+        let path = try layout.objectPath(id)
+        let (layout, directories, fault) = (self.layout, self.directories, configuration.writeFault)
         let inputs = try chosen.map { (try layout.objectPath($0.fileID), $0.info) }
         let size: Int64
         do {
             size = try await io.run {
-                let total = try Self.concatenate(inputs, into: tmp, fault: fault)
-                try Self.publish(id: id, from: tmp, layout: layout)
+                try directories.prepare(containing: path)
+                let total = try Self.concatenate(inputs, into: path, fault: fault)
+                try Posix.fsyncDirectory((path as NSString).deletingLastPathComponent)
                 return total
             }
             storageState.noteWritten()
         } catch {
-            Posix.unlinkIfPresent(tmp)
+            Posix.unlinkIfPresent(path)
             storageState.note(error)
             throw error
         }

@@ -18,13 +18,16 @@ import Darwin
 /// on `BlockingIO` (files) or GRDB's async access (the index), never on the caller's thread.
 ///
 /// Write protocol (put, copy, complete, and an append that creates its object):
-/// 1. stream the body into `tmp/<id>`, hashing as it goes;
-/// 2. fsync the file, rename it to `objects/…/<id>`, fsync that directory;
+/// 1. stream the body into a new file `objects/…/<id>` (a fresh random id, which no row names,
+///    so no reader can open it), hashing as it goes;
+/// 2. fsync the file and its directory;
 /// 3. commit the metadata row in one transaction, checking preconditions against the row as it
 ///    is at that moment; 4. after the commit, delete the file of the version it replaced.
 /// A crash before 3 leaves the old row and an unreferenced file; a crash after 3 leaves the new
-/// row and perhaps the old, now unreferenced, file. Start-up removes everything in `tmp/` and
-/// every object file no row references, so a reader only ever sees a whole old or whole new object.
+/// row and perhaps the old, now unreferenced, file. Start-up removes every object file no row
+/// references (and anything in `tmp/`, where earlier versions staged their writes), so a
+/// reader only ever sees a whole old or whole new object. Writing in place of staging saves a
+/// rename per write, and with it the file system's lock on renames across directories.
 ///
 /// Appends to an existing appendable object write in place, past the committed size, and then
 /// commit the new size; readers are always bounded by the committed size, and an append first
@@ -82,11 +85,14 @@ public final class LocalObjectStore: ObjectStore {
         public let missingFiles: Int
     }
 
-    /// Uploads are written to disk in batches of about this many bytes, one `BlockingIO` job each.
-    static let writeBatchSize = 256 * 1024
+    /// Uploads are written to disk in batches of about this many bytes, one `BlockingIO` job each
+    /// (a 1 MiB object: one job, with its fsyncs; each job is a round trip to the pool).
+    static let writeBatchSize = 1024 * 1024
 
     let configuration: Configuration
     let layout: StorageLayout
+    /// The object directories known to exist, so a write makes none twice.
+    let directories: ObjectDirectories
     let index: MetadataIndex
     let io: BlockingIO
     let appendLocks = KeyedLock()
@@ -105,6 +111,7 @@ public final class LocalObjectStore: ObjectStore {
         io = BlockingIO(threads: configuration.ioThreads)
         let root = URL(fileURLWithPath: configuration.directory).standardizedFileURL.path
         layout = StorageLayout(root: root)
+        directories = ObjectDirectories(layout: layout)
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         // Only the server may read the store, also one created by an older version.
         chmod(root, 0o700)
@@ -171,26 +178,26 @@ public final class LocalObjectStore: ObjectStore {
 
     // MARK: Files
 
-    /// A fully written, fsynced file that has been renamed into `objects/` but is not yet
-    /// referenced by any row.
+    /// A fully written file under `objects/`, durable with its directory entry, that no row
+    /// references yet.
     struct PublishedFile: Sendable {
         let id: String
         let size: Int64
         let md5: [UInt8]
     }
 
-    /// Streams `body` into a new temporary file in batches, hashing it, then fsyncs and
-    /// publishes it in the job that writes the last batch. On any failure (the body throws,
-    /// I/O fails) the file is removed.
+    /// Streams `body` into a new object file in batches, hashing it, then fsyncs it and its
+    /// directory in the job that writes the last batch. On any failure (the body throws, I/O
+    /// fails) the file is removed.
     func stage<Body: AsyncSequence>(_ body: Body) async throws -> PublishedFile where Body.Element == ByteBuffer {
         let id = try StorageLayout.newID()
-        let writer = try FileWriter(path: layout.tmpPath(id), mode: .create, fault: configuration.writeFault)
+        let writer = try FileWriter(path: try layout.objectPath(id), mode: .create(directories), fault: configuration.writeFault)
         do {
-            let (last, layout) = (try await writeBatches(body, to: writer), self.layout)
+            let last = try await writeBatches(body, to: writer)
             let (size, md5) = try await io.run {
                 try writer.write(last)
                 let written = try writer.finish()
-                try Self.publish(id: id, from: writer.path, layout: layout)
+                try Posix.fsyncDirectory((writer.path as NSString).deletingLastPathComponent)
                 return written
             }
             storageState.noteWritten()
@@ -202,16 +209,6 @@ public final class LocalObjectStore: ObjectStore {
         }
     }
 
-    /// Renames a fsynced temporary file into `objects/ab/cd/<id>` and makes the rename durable.
-    /// Blocking.
-    static func publish(id: String, from tmp: String, layout: StorageLayout) throws {
-        let directory = try layout.objectDirectory(id)
-        let parent = (directory as NSString).deletingLastPathComponent
-        if try Posix.makeDirectory(parent) { try Posix.fsyncDirectory(layout.objectsDirectory) }
-        if try Posix.makeDirectory(directory) { try Posix.fsyncDirectory(parent) }
-        try Posix.rename(tmp, try layout.objectPath(id))
-        try Posix.fsyncDirectory(directory)
-    }
 
     /// Removes object files whose rows are gone (after a commit) or never existed (a failed
     /// commit). Not cancelled with the request: a file left behind would stay until a restart.
@@ -459,8 +456,8 @@ public final class LocalObjectStore: ObjectStore {
 /// written. Its methods block: the store calls them on `BlockingIO`, one job at a time.
 final class FileWriter: Sendable {
     enum Mode: Sendable {
-        /// A new temporary file (O_EXCL).
-        case create
+        /// A new object file (O_EXCL), its directories made first where missing.
+        case create(ObjectDirectories)
         /// An existing object file, truncated to `at` and written from there.
         case append(at: Int64)
     }
@@ -496,7 +493,8 @@ final class FileWriter: Sendable {
     private func open(_ state: inout State) throws {
         guard state.fd < 0 else { return }
         switch mode {
-        case .create:
+        case .create(let directories):
+            try directories.prepare(containing: path)
             state.fd = try Posix.open(path, O_WRONLY | O_CREAT | O_EXCL)
         case .append(let position):
             let fd = Foundation.open(path, O_WRONLY | O_CLOEXEC)

@@ -167,7 +167,9 @@ final class MetadataIndex: Sendable {
     }
 
     static func requireBucket(_ db: Database, _ bucket: String) throws {
-        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [bucket]) == true else {
+        // Cached statements: every write runs this, and SQLite need not parse it each time.
+        let statement = try db.cachedStatement(sql: "SELECT 1 FROM bucket WHERE name = ?")
+        guard try Bool.fetchOne(statement, arguments: [bucket]) == true else {
             throw StoreError.noSuchBucket(bucket: bucket)
         }
     }
@@ -279,10 +281,9 @@ final class MetadataIndex: Sendable {
         arguments += try MetadataColumns.arguments(info.metadata)
         arguments += [object.fileID, info.isAppendable]
         arguments += ChecksumColumns.arguments(info.checksums)
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO object (\(objectColumns)) VALUES (\(MetadataColumns.placeholders(arguments.count)))",
-            arguments: StatementArguments(arguments)
-        )
+        let statement = try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO object (\(objectColumns)) VALUES (\(MetadataColumns.placeholders(arguments.count)))")
+        try statement.execute(arguments: StatementArguments(arguments))
     }
 
     // MARK: Listing
