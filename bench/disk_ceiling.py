@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The disk's ceiling for durable 1 MiB PUTs, for bench/gateway.sh: THREADS writers for SECONDS,
 each doing what the store does for one object and nothing else (no HTTP, no hashing, no index):
-write the body to a temporary file, fsync it, rename it into a two-level directory, fsync that
-directory, and, as PUTs to bench/gateway.sh's 64 keys replace each other, delete the file the
-name held before (the store deletes a replaced version's file). Prints objects per second. The gateway cannot PUT faster than this on the same disk
-while it fsyncs every object, whatever nginx (which does not fsync) manages.
+write the body to a new file in one of the object directories, fsync it, fsync that directory,
+and, as PUTs to bench/gateway.sh's 64 keys replace each other, delete the file the key held
+before (the store deletes a replaced version's file). Prints objects per second. The gateway
+cannot PUT faster than this on the same disk while it fsyncs every object, whatever nginx
+(which does not fsync) manages.
 
   disk_ceiling.py DIRECTORY SECONDS THREADS [BYTES]
 """
@@ -16,8 +17,6 @@ import time
 
 def main(directory, seconds, threads, size=1024 * 1024):
     body = os.urandom(size)
-    tmp = os.path.join(directory, "tmp")
-    os.makedirs(tmp, exist_ok=True)
     for a in range(16):
         os.makedirs(os.path.join(directory, "objects", f"{a:02x}"), exist_ok=True)
     deadline = time.monotonic() + seconds
@@ -25,22 +24,25 @@ def main(directory, seconds, threads, size=1024 * 1024):
 
     def writer(index):
         n = 0
+        held = {}  # key -> the file holding its current version
         while time.monotonic() < deadline:
-            name = f"{index}-{n}"
-            path = os.path.join(tmp, name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            target_dir = os.path.join(directory, "objects", f"{n % 16:02x}")
+            path = os.path.join(target_dir, f"{index}-{n}")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 os.write(fd, body)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            target_dir = os.path.join(directory, "objects", f"{n % 16:02x}")
-            os.rename(path, os.path.join(target_dir, f"{index}-{n % 64}"))
             dfd = os.open(target_dir, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
+            key = n % 64
+            if key in held:
+                os.unlink(held[key])
+            held[key] = path
             n += 1
         counts[index] = n
 
