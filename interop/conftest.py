@@ -15,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOT_SECRET = "interop-root-secret-0123456789abcdefghijklmnop"
+# The root access key id of the S3 interop tests (`s3_helpers` hands it out too).
+S3_ROOT_ACCESS_KEY_ID = "TGROOTINTEROP"
 
 
 def binary() -> str:
@@ -119,6 +121,15 @@ class Server:
     def cleanup(self):
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def gw():
+    """A gateway with the reference config and known root credentials, one per test module;
+    a module that needs another configuration defines its own `gw`."""
+    s = Server({"AccessKeyID": S3_ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET}).start()
+    yield s
+    s.cleanup()
 
 
 @pytest.fixture(scope="module")

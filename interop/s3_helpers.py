@@ -18,9 +18,9 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from conftest import ROOT_SECRET, get_json
+from conftest import ROOT_SECRET, S3_ROOT_ACCESS_KEY_ID, get_json
 
-ROOT_ACCESS_KEY_ID = "TGROOTINTEROP"
+ROOT_ACCESS_KEY_ID = S3_ROOT_ACCESS_KEY_ID
 REGION = "us-east-1"
 MiB = 1024 * 1024
 

@@ -18,18 +18,10 @@ import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
-from conftest import ROOT_SECRET, Server
 from oss_helpers import REGION
-from s3_helpers import MiB, ROOT_ACCESS_KEY_ID, error_of, issued_credentials, s3_client
+from s3_helpers import MiB, error_of, issued_credentials, s3_client
 
 BUCKET = "tollgate"
-
-
-@pytest.fixture(scope="module")
-def gw():
-    server = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET}).start()
-    yield server
-    server.cleanup()
 
 
 @pytest.fixture(scope="module")

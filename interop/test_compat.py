@@ -10,18 +10,11 @@ import oss2
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import ROOT, ROOT_SECRET, Server, binary
+from conftest import ROOT, ROOT_SECRET, binary
 from oss_helpers import REGION, issue, refused, sts_bucket
 from s3_helpers import ROOT_ACCESS_KEY_ID, error_of, issued_credentials, s3_client
 
 BUCKET = "tollgate"
-
-
-@pytest.fixture(scope="module")
-def gw():
-    server = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET}).start()
-    yield server
-    server.cleanup()
 
 
 def root_bucket(server, name: str = BUCKET) -> oss2.Bucket:

@@ -14,18 +14,11 @@ import pytest
 import requests
 from botocore.awsrequest import AWSRequest
 
-from conftest import ROOT_SECRET, Server, get_json
-from s3_helpers import (ROOT_ACCESS_KEY_ID, ClientError, MiB, error_of, issued_credentials, leftover_temporary_files,
+from conftest import get_json
+from s3_helpers import (ClientError, MiB, error_of, issued_credentials, leftover_temporary_files,
                         root_client, s3_client)
 
 BUCKET = "tollgate"
-
-
-@pytest.fixture(scope="module")
-def gw():
-    server = Server({"AccessKeySecret": ROOT_SECRET, "AccessKeyID": ROOT_ACCESS_KEY_ID}).start()
-    yield server
-    server.cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -48,13 +48,6 @@ def quoted(etag: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def gw():
-    server = Server({"AccessKeySecret": ROOT_SECRET, "AccessKeyID": ROOT_ACCESS_KEY_ID}).start()
-    yield server
-    server.cleanup()
-
-
-@pytest.fixture(scope="module")
 def creds(gw):
     """The token endpoint's JSON: `GET /` (default role, all_policy.txt)."""
     return endpoint_credentials(gw)

@@ -10,17 +10,10 @@ import requests
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from conftest import ROOT_SECRET, Server
+from conftest import ROOT_SECRET
 from s3_helpers import ROOT_ACCESS_KEY_ID, error_of, issued_credentials
 
 BUCKET = "tollgate"
-
-
-@pytest.fixture(scope="module")
-def gw():
-    server = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET}).start()
-    yield server
-    server.cleanup()
 
 
 def client(server, credentials=None, **config):

@@ -26,7 +26,7 @@ extension Gateway {
         var headers: HTTPFields = [:]
         if let checksum {
             headers[.amzChecksumAlgorithm] = checksum.algorithm.displayName
-            headers[.amzChecksumType] = checksum.fullObject ? "FULL_OBJECT" : "COMPOSITE"
+            headers[.amzChecksumType] = Self.checksumType(fullObject: checksum.fullObject)
         }
         return xmlResponse(xml, headers: headers)
     }
@@ -71,9 +71,7 @@ extension Gateway {
             body: body, options: WriteOptions(bodyChecksums: body.checksums)
         )
         var headers: HTTPFields = [.eTag: part.etag]
-        addChecksums(call, part.checksums, to: &headers)
-        // A part's checksum has no type of its own.
-        headers[.amzChecksumType] = nil
+        addChecksums(call, part.checksums, typed: false, to: &headers)
         return empty(headers: headers)
     }
 
@@ -95,9 +93,7 @@ extension Gateway {
         var xml = document(call, root: "CopyPartResult")
         xml.element("LastModified", WireDate.iso8601(part.lastModified, milliseconds: 0))
         xml.element("ETag", part.etag)
-        if call.dialect == .s3, let checksum = part.checksums.additional {
-            xml.element("Checksum" + checksum.algorithm.displayName, Self.checksumValue(checksum))
-        }
+        checksumElements(call, part.checksums.additional, typed: false, into: &xml)
         return xmlResponse(xml)
     }
 
@@ -112,7 +108,8 @@ extension Gateway {
                 return AdditionalChecksum(algorithm: algorithm, digest: checksum.digest)
             })
         }
-        let expected = try completedObjectChecksum(call)
+        // An x-amz-checksum-* header here is the object's (parsed and signed with the request).
+        let expected = call.identity.s3?.headerChecksum.map { AdditionalChecksum(algorithm: $0.algorithm, digest: $0.digest) }
         let info = try await refusingOverwrite(call) {
             try await store.completeMultipartUpload(
                 bucket: bucket, key: key, uploadID: uploadID, parts: parts,
@@ -132,22 +129,6 @@ extension Gateway {
         var headers: HTTPFields = [.eTag: info.etag]
         if call.dialect == .oss { addChecksums(call, info.checksums, to: &headers) }
         return xmlResponse(xml, headers: headers)
-    }
-
-    /// The object checksum the client states on CompleteMultipartUpload (`x-amz-checksum-*`,
-    /// signed like every `x-amz-` header): a composite one may end in `-N`, the part count.
-    func completedObjectChecksum(_ call: Call) throws(GatewayError) -> AdditionalChecksum? {
-        guard call.dialect == .s3 else { return nil }
-        let present = ChecksumAlgorithm.allCases.compactMap { algorithm in
-            HTTPField.Name(algorithm.headerName).flatMap { name in call.headers[name].map { (algorithm, $0) } }
-        }
-        guard let (algorithm, value) = present.first else { return nil }
-        guard present.count == 1 else { throw .invalidRequest("Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.") }
-        let digest = value.split(separator: "-", maxSplits: 1).first.map(String.init) ?? ""
-        guard let checksum = ExpectedChecksum(algorithm: algorithm, base64: digest) else {
-            throw .invalidRequest("Value for \(algorithm.headerName) header is invalid.")
-        }
-        return AdditionalChecksum(algorithm: algorithm, digest: checksum.digest)
     }
 
     func abortMultipartUpload(_ call: Call, bucket: String, key: String, uploadID: String) async throws -> Response {
@@ -175,7 +156,7 @@ extension Gateway {
         xml.element("IsTruncated", result.isTruncated ? "true" : "false")
         if call.dialect == .s3, let checksum = result.upload.checksum {
             xml.element("ChecksumAlgorithm", checksum.algorithm.displayName)
-            xml.element("ChecksumType", checksum.fullObject ? "FULL_OBJECT" : "COMPOSITE")
+            xml.element("ChecksumType", Self.checksumType(fullObject: checksum.fullObject))
         }
         for part in result.parts {
             xml.element("Part") { entry in
@@ -183,9 +164,7 @@ extension Gateway {
                 entry.element("LastModified", WireDate.iso8601(part.lastModified, milliseconds: 0))
                 entry.element("ETag", part.etag)
                 entry.element("Size", String(part.size))
-                if call.dialect == .s3, let checksum = part.checksums.additional {
-                    entry.element("Checksum" + checksum.algorithm.displayName, Self.checksumValue(checksum))
-                }
+                checksumElements(call, part.checksums.additional, typed: false, into: &entry)
             }
         }
         return xmlResponse(xml)

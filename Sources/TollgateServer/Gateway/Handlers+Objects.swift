@@ -72,11 +72,12 @@ extension Gateway {
         addChecksums(call, checksums, to: &headers)
     }
 
-    /// `<ChecksumCRC32>…</ChecksumCRC32>` (and its type) in an S3 XML answer.
-    func checksumElements(_ call: Call, _ checksum: AdditionalChecksum?, into xml: inout XMLWriter) {
+    /// `<ChecksumCRC32>…</ChecksumCRC32>` in an S3 XML answer, and, for an object's (not a
+    /// part's), `<ChecksumType>`.
+    func checksumElements(_ call: Call, _ checksum: AdditionalChecksum?, typed: Bool = true, into xml: inout XMLWriter) {
         guard call.dialect == .s3, let checksum else { return }
         xml.element("Checksum" + checksum.algorithm.displayName, Self.checksumValue(checksum))
-        xml.element("ChecksumType", checksum.partCount == nil ? "FULL_OBJECT" : "COMPOSITE")
+        if typed { xml.element("ChecksumType", Self.checksumType(fullObject: checksum.partCount == nil)) }
     }
 
     /// OSS GetObjectMeta: ETag, size and time only.
@@ -246,17 +247,20 @@ extension Gateway {
     }
 
     /// The checksums a write stored, as its answer states them: S3's additional checksum (with
-    /// its type) and OSS's CRC-64, each in its own dialect.
-    func addChecksums(_ call: Call, _ checksums: ObjectChecksums, to headers: inout HTTPFields) {
+    /// its type, for an object's, not a part's) and OSS's CRC-64, each in its own dialect.
+    func addChecksums(_ call: Call, _ checksums: ObjectChecksums, typed: Bool = true, to headers: inout HTTPFields) {
         switch call.dialect {
         case .s3:
             guard let additional = checksums.additional, let name = HTTPField.Name(additional.algorithm.headerName) else { return }
             headers[name] = Self.checksumValue(additional)
-            headers[.amzChecksumType] = additional.partCount == nil ? "FULL_OBJECT" : "COMPOSITE"
+            if typed { headers[.amzChecksumType] = Self.checksumType(fullObject: additional.partCount == nil) }
         case .oss:
             if let crc = checksums.crc64ecma { headers[.ossHashCRC64ECMA] = String(crc) }
         }
     }
+
+    /// S3's name of a checksum's type.
+    static func checksumType(fullObject: Bool) -> String { fullObject ? "FULL_OBJECT" : "COMPOSITE" }
 
     /// Base64 of the digest; a composite one ends in `-N`, the number of parts.
     static func checksumValue(_ checksum: AdditionalChecksum) -> String {
