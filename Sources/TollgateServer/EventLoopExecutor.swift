@@ -26,12 +26,21 @@ final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
 }
 
 /// A child channel whose connection task prefers its event loop's `EventLoopTaskExecutor`.
+/// With a `largestRead`, the connection reads up to that many bytes at once when its peer
+/// sends faster than it is read (NIO's default is 64 KiB): fewer, larger body parts for an
+/// upload, each of which costs a trip through the HTTP decoder and the request body's stream.
+/// Reads of small requests stay small: the allocator grows only after a read fills its buffer.
 struct EventLoopPinnedChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
+    var largestRead: Int? = nil
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        base.setup(channel: channel, logger: logger)
+        guard let largestRead else { return base.setup(channel: channel, logger: logger) }
+        let allocator = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: largestRead)
+        return channel.setOption(ChannelOptions.recvAllocator, value: allocator).flatMap {
+            base.setup(channel: channel, logger: logger)
+        }
     }
 
     func handle(value: Value, logger: Logger) async {

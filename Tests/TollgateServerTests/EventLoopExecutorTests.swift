@@ -24,3 +24,20 @@ import Testing
         }
     }
 }
+
+/// The gateway's connections read up to `gatewayLargestRead` bytes at once (larger body parts
+/// for uploads); a listener without `largestRead` keeps NIO's default of 64 KiB.
+@Test(arguments: [(Int?.none, 64 * 1024), (gatewayLargestRead, 256 * 1024)])
+func connectionsReadUpToTheirLargestRead(largestRead: Int?, expected: Int) async throws {
+    let router = Router(context: TollgateRequestContext.self)
+    router.get("/largest-read") { _, context in
+        let allocator = try await context.channel.getOption(ChannelOptions.recvAllocator).get()
+        return "\((allocator as? AdaptiveRecvByteBufferAllocator)?.maximum ?? -1)"
+    }
+    let app = Application(router: router, server: try pinnedHTTPServer(.init(), certificates: nil, largestRead: largestRead))
+    try await app.test(.live) { client in
+        try await client.execute(uri: "/largest-read", method: .get) { response in
+            #expect(String(buffer: response.body) == "\(expected)")
+        }
+    }
+}
