@@ -151,6 +151,8 @@ final class FileDescriptor: Sendable {
 /// fsyncs, renames and fsyncs the directory.
 final class BlockingIO: Sendable {
     private let pool: NIOThreadPool
+    /// Jobs submitted so far (tests count the hops an operation costs).
+    let submitted = Atomic<Int>(0)
 
     init(threads: Int) {
         pool = NIOThreadPool(numberOfThreads: Swift.max(1, threads))
@@ -162,7 +164,8 @@ final class BlockingIO: Sendable {
     /// Runs `body` on one of the pool's threads. A task cancelled before its job starts gets
     /// `CancellationError` and the job never runs, so jobs must not be the only owner of a cleanup.
     func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await pool.runIfActive(body)
+        submitted.add(1, ordering: .relaxed)
+        return try await pool.runIfActive(body)
     }
 }
 
@@ -208,14 +211,16 @@ final class ObjectDirectories: Sendable {
         self.layout = layout
     }
 
-    /// Makes the directory of `path` (an object file's path) if it is not known to exist. Blocking.
+    /// Makes the directory of `path` (an object file's path) if it is not known to exist, and
+    /// its parent if that is not known either. Blocking.
     func prepare(containing path: String) throws(StoreError) {
         let directory = (path as NSString).deletingLastPathComponent
-        if known.withLock({ $0.contains(directory) }) { return }
         let parent = (directory as NSString).deletingLastPathComponent
-        if try Posix.makeDirectory(parent) { try Posix.fsyncDirectory(layout.objectsDirectory) }
+        let (knowsDirectory, knowsParent) = known.withLock { ($0.contains(directory), $0.contains(parent)) }
+        if knowsDirectory { return }
+        if !knowsParent, try Posix.makeDirectory(parent) { try Posix.fsyncDirectory(layout.objectsDirectory) }
         if try Posix.makeDirectory(directory) { try Posix.fsyncDirectory(parent) }
-        known.withLock { _ = $0.insert(directory) }
+        known.withLock { $0.formUnion([parent, directory]) }
     }
 }
 

@@ -97,7 +97,7 @@ public final class LocalObjectStore: ObjectStore {
     let io: BlockingIO
     let appendLocks = KeyedLock()
     let objectCache: ObjectInfoCache
-    let corsCache = BucketCORSCache()
+    let buckets = BucketCache()
     let storageState: StorageFullState
     private let uploadLimit: Atomic<Int>
     public let recovery: RecoveryReport
@@ -248,21 +248,24 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     /// Writes `body` to `writer` in batches of `writeBatchSize`, one pool job per batch, and
-    /// returns the last, partial batch for the caller's final job (which also finishes the file).
+    /// returns the last batch for the caller's final job (which also finishes the file). A full
+    /// batch is written only once more of the body arrives, so a body of whole batches (a
+    /// 1 MiB object, an 8 MiB part) ends in that final job rather than in an extra job of its
+    /// own; a batch holds at most `writeBatchSize` plus one body part.
     func writeBatches<Body: AsyncSequence>(
         _ body: Body, to writer: FileWriter
     ) async throws -> [ByteBuffer] where Body.Element == ByteBuffer {
         var batch: [ByteBuffer] = []
         var batched = 0
         for try await buffer in body {
-            batch.append(buffer)
-            batched += buffer.readableBytes
             if batched >= Self.writeBatchSize {
                 let full = batch
                 batch.removeAll(keepingCapacity: true)
                 batched = 0
                 try await io.run { try writer.write(full) }
             }
+            batch.append(buffer)
+            batched += buffer.readableBytes
         }
         return batch
     }
@@ -302,12 +305,24 @@ public final class LocalObjectStore: ObjectStore {
     public func createBucket(_ name: String) async throws -> BucketInfo {
         try StoreNames.validateBucket(name)
         let info = BucketInfo(name: name, creationDate: now())
+        defer { buckets.invalidate() }
         try await index.createBucket(info)
         return info
     }
 
+    /// From `buckets`, like `bucketCORS`: every write checks its bucket first, for free.
     public func headBucket(_ name: String) async throws -> BucketInfo {
-        try await index.bucket(name)
+        guard let bucket = try await cachedBuckets()[name] else { throw StoreError.noSuchBucket(bucket: name) }
+        return bucket.info
+    }
+
+    /// Every bucket, read in one query when `buckets` is empty (at first, and after a change).
+    private func cachedBuckets() async throws -> [String: CachedBucket] {
+        let (cached, generation) = buckets.get()
+        if let cached { return cached }
+        let all = try await index.allBuckets()
+        buckets.fill(all, generation: generation)
+        return all
     }
 
     public func setObjectTags(bucket: String, key: String, tags: [String: String]) async throws {
@@ -320,37 +335,32 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func deleteBucket(_ name: String) async throws {
-        // Its CORS rules went with it.
-        defer { corsCache.invalidate() }
+        defer { buckets.invalidate() }
         await removeFiles(try await index.deleteBucket(name))
     }
 
     @discardableResult
     public func ensureBuckets(_ names: [String]) async throws -> [String] {
         for name in names { try StoreNames.validateBucket(name) }
+        defer { buckets.invalidate() }
         return try await index.ensureBuckets(names, created: now())
     }
 
     // MARK: Bucket CORS
 
-    /// From `corsCache`: every bucket's rules are read in one query when the cache is empty (at
-    /// first, and after a change), so a preflight for any bucket name, existing or not, reads
-    /// nothing from SQLite while the rules stay the same.
+    /// From `buckets`: a preflight for any bucket name, existing or not, reads nothing from
+    /// SQLite while the buckets and their rules stay the same.
     public func bucketCORS(_ bucket: String) async throws -> CORSConfiguration? {
-        let (cached, generation) = corsCache.get()
-        if let cached { return cached[bucket] }
-        let all = try await index.allBucketCORS()
-        corsCache.fill(all, generation: generation)
-        return all[bucket]
+        try await cachedBuckets()[bucket]?.cors
     }
 
     public func setBucketCORS(_ bucket: String, _ configuration: CORSConfiguration) async throws {
-        defer { corsCache.invalidate() }
+        defer { buckets.invalidate() }
         try await index.setBucketCORS(bucket, configuration)
     }
 
     public func deleteBucketCORS(_ bucket: String) async throws {
-        defer { corsCache.invalidate() }
+        defer { buckets.invalidate() }
         try await index.deleteBucketCORS(bucket)
     }
 

@@ -4,13 +4,21 @@ import TollgateCORS
 
 /// Buckets' CORS rules, one row per bucket that has any: its `CORSConfiguration` as JSON.
 extension MetadataIndex {
-    /// Every bucket's rules, in one read (`BucketCORSCache` keeps them).
-    func allBucketCORS() async throws -> [String: CORSConfiguration] {
+    /// Every bucket with its rules, in one read (`BucketCache` keeps them).
+    func allBuckets() async throws -> [String: CachedBucket] {
         try await read { db in
-            var all: [String: CORSConfiguration] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT bucket, configuration FROM bucket_cors") {
-                let bucket: String = row["bucket"]
-                all[bucket] = try BucketCORSColumn.decode(row["configuration"], bucket: bucket)
+            var all: [String: CachedBucket] = [:]
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT bucket.name, bucket.created_ms, bucket_cors.configuration FROM bucket
+                LEFT JOIN bucket_cors ON bucket_cors.bucket = bucket.name
+                """)
+            for row in rows {
+                let name: String = row[0]
+                let cors: String? = row[2]
+                all[name] = CachedBucket(
+                    info: BucketInfo(name: name, creationDate: Millis.date(row[1])),
+                    cors: try cors.map { try BucketCORSColumn.decode($0, bucket: name) }
+                )
             }
             return all
         }

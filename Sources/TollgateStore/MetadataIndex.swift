@@ -106,15 +106,6 @@ final class MetadataIndex: Sendable {
         }
     }
 
-    func bucket(_ name: String) async throws -> BucketInfo {
-        try await lookup { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT name, created_ms FROM bucket WHERE name = ?", arguments: [name]) else {
-                throw StoreError.noSuchBucket(bucket: name)
-            }
-            return BucketInfo(name: row["name"], creationDate: Millis.date(row["created_ms"]))
-        }
-    }
-
     /// Replaces the tags of the row at bucket/key.
     func setTags(bucket: String, key: String, tags: [String: String]) async throws {
         let json = try MetadataColumns.json(tags)

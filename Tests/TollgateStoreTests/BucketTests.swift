@@ -33,32 +33,58 @@ import TollgateCORS
             #expect(try await store.bucketCORS("web") == rules)
             #expect(try await store.bucketCORS("never-created-\(UUID().uuidString.lowercased())") == nil)
         }
-        #expect(store.corsCache.misses == 1)
+        #expect(store.buckets.misses == 1)
         try await store.deleteBucketCORS("web")
         #expect(try await store.bucketCORS("web") == nil)
         #expect(try await store.bucketCORS("web") == nil)
-        #expect(store.corsCache.misses == 2)
+        #expect(store.buckets.misses == 2)
         try await store.setBucketCORS("web", rules)
         #expect(try await store.bucketCORS("web") == rules)
         try await store.deleteBucket("web")
         #expect(try await store.bucketCORS("web") == nil)
-        #expect(store.corsCache.misses == 4)
+        #expect(store.buckets.misses == 4)
         // Object writes leave the rules cached.
         try await store.createBucket("busy")
         try await store.setBucketCORS("busy", rules)
         #expect(try await store.bucketCORS("busy") == rules)
         try await store.put("busy", "k", "v")
         #expect(try await store.bucketCORS("busy") == rules)
-        #expect(store.corsCache.misses == 5)
+        #expect(store.buckets.misses == 5)
     }
 
-    /// Rules read before a change are never kept after it.
-    @Test func corsCacheRefusesAFillFromBeforeAChange() {
-        let cache = BucketCORSCache()
+    /// The bucket check every write starts with reads the same cached map: buckets are read
+    /// from SQLite once, and again only after a bucket is created or deleted, which the next
+    /// check sees.
+    @Test func bucketChecksAreReadOnceUntilBucketsChange() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("one")
+        for i in 0..<3 {
+            try await store.put("one", "k\(i)", "v")
+            #expect(try await store.headBucket("one").name == "one")
+            #expect(await storeError { try await store.headBucket("none") } == .noSuchBucket(bucket: "none"))
+        }
+        #expect(store.buckets.misses == 1)
+        #expect(await storeError { try await store.put("two", "k", "v") } == .noSuchBucket(bucket: "two"))
+        try await store.createBucket("two")
+        try await store.put("two", "k", "v")
+        #expect(store.buckets.misses == 2)
+        try await store.deleteObject(bucket: "two", key: "k")
+        try await store.deleteBucket("two")
+        #expect(await storeError { try await store.put("two", "k", "v") } == .noSuchBucket(bucket: "two"))
+        #expect(await storeError { try await store.headBucket("two") } == .noSuchBucket(bucket: "two"))
+        #expect(try await store.ensureBuckets(["three"]) == ["three"])
+        #expect(try await store.headBucket("three").name == "three")
+        #expect(store.buckets.misses == 4)
+    }
+
+    /// Buckets read before a change are never kept after it.
+    @Test func bucketCacheRefusesAFillFromBeforeAChange() {
+        let cache = BucketCache()
         let (all, generation) = cache.get()
         #expect(all == nil)
         cache.invalidate()
-        cache.fill(["web": CORSConfiguration(rules: [])], generation: generation)
+        cache.fill(["web": CachedBucket(info: BucketInfo(name: "web", creationDate: Date()), cors: nil)], generation: generation)
         #expect(cache.get().all == nil)
         let current = cache.get().generation
         cache.fill([:], generation: current)

@@ -342,6 +342,32 @@ import TollgateCrypto
         #expect(box.objectFiles.count == 1 && box.tmpFiles.isEmpty)
     }
 
+    /// A body is written in `writeBatchSize` batches, one pool job each, the last with the
+    /// fsync: a body of whole batches costs no extra job for an empty last batch, and every size
+    /// around a batch boundary is stored intact.
+    @Test(arguments: [
+        (0, 1000), (1, 1000), (1_048_576, 262_144), (1_048_576, 1000), (1_048_575, 262_144), (1_048_577, 262_144),
+        (2_097_152, 262_144), (2_097_152, 1_048_576), (2_097_153, 1_048_576), (3_145_728, 300_000),
+    ] as [(Int, Int)])
+    func bodiesAreWrittenInWholeBatches(size: Int, chunkSize: Int) async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("batches")
+        let expected = try StreamingDigest(.md5)
+        for try await chunk in GeneratedBody(total: size, chunkSize: chunkSize) {
+            try chunk.withUnsafeReadableBytes { try expected.update($0) }
+        }
+        let before = store.io.submitted.load(ordering: .relaxed)
+        let info = try await store.putObject(bucket: "batches", key: "k", body: GeneratedBody(total: size, chunkSize: chunkSize), metadata: ObjectMetadata())
+        let jobs = store.io.submitted.load(ordering: .relaxed) - before
+        let batch = LocalObjectStore.writeBatchSize
+        #expect(jobs == max(1, (size + batch - 1) / batch))
+        #expect(info.size == Int64(size))
+        #expect(info.etag == "\"" + Hex.encode(try expected.finalize()) + "\"")
+        let read = try await collect(store.getObject(bucket: "batches", key: "k", range: nil).body)
+        #expect(read.count == size && read.enumerated().allSatisfy { $0.element == GeneratedBody.byte(at: $0.offset) })
+    }
+
     @Test func largeObjectStreamsInBoundedChunks() async throws {
         let box = try Sandbox()
         let store = try box.open()
