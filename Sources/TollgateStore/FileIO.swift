@@ -167,6 +167,18 @@ final class BlockingIO: Sendable {
         submitted.add(1, ordering: .relaxed)
         return try await pool.runIfActive(body)
     }
+
+    /// Runs `body` on one of the pool's threads even when the calling task is cancelled: for
+    /// cleanup that must not be skipped. Only a pool that is shutting down skips it.
+    func runToCompletion(_ body: @escaping @Sendable () -> Void) async {
+        submitted.add(1, ordering: .relaxed)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            pool.submit { state in
+                if case .active = state { body() }
+                done.resume()
+            }
+        }
+    }
 }
 
 /// Where things live under the data directory. File names are random ids, never derived

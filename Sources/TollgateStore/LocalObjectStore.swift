@@ -214,14 +214,12 @@ public final class LocalObjectStore: ObjectStore {
     /// commit). Not cancelled with the request: a file left behind would stay until a restart.
     func removeFiles(_ ids: [String]) async {
         guard !ids.isEmpty else { return }
-        let (layout, io) = (self.layout, self.io)
-        await Task {
-            try? await io.run {
-                for id in ids {
-                    if let path = try? layout.objectPath(id) { Posix.unlinkIfPresent(path) }
-                }
+        let layout = self.layout
+        await io.runToCompletion {
+            for id in ids {
+                if let path = try? layout.objectPath(id) { Posix.unlinkIfPresent(path) }
             }
-        }.value
+        }
     }
 
     /// Opens the object file in one job, which also reads `range` when it is at most

@@ -368,6 +368,23 @@ import TollgateCrypto
         #expect(read.count == size && read.enumerated().allSatisfy { $0.element == GeneratedBody.byte(at: $0.offset) })
     }
 
+    /// The files of replaced or deleted versions are removed even by a request whose task was
+    /// cancelled (a client that hung up): otherwise they would stay until a restart.
+    @Test func filesAreRemovedByACancelledTask() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("gone")
+        try await store.put("gone", "k", "v")
+        let ids = box.objectFiles.map { ($0 as NSString).lastPathComponent }
+        #expect(ids.count == 1)
+        await Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            #expect(Task.isCancelled)
+            await store.removeFiles(ids)
+        }.value
+        #expect(box.objectFiles.isEmpty)
+    }
+
     @Test func largeObjectStreamsInBoundedChunks() async throws {
         let box = try Sandbox()
         let store = try box.open()
