@@ -1,10 +1,12 @@
 import Synchronization
 import TollgateCORS
 
-/// A bucket as `BucketCache` keeps it: its row and its CORS rules, if it has any.
+/// A bucket as `BucketCache` keeps it: its row and its CORS rules, if it has any. Rules that
+/// cannot be read are kept as their error, so that they fail that bucket's CORS lookups only,
+/// not every bucket's writes.
 struct CachedBucket: Sendable, Equatable {
     let info: BucketInfo
-    let cors: CORSConfiguration?
+    let cors: Result<CORSConfiguration, StoreError>?
 }
 
 /// Every bucket, with its CORS rules, in memory, so that the bucket check each write starts

@@ -349,7 +349,7 @@ public final class LocalObjectStore: ObjectStore {
     /// From `buckets`: a preflight for any bucket name, existing or not, reads nothing from
     /// SQLite while the buckets and their rules stay the same.
     public func bucketCORS(_ bucket: String) async throws -> CORSConfiguration? {
-        try await cachedBuckets()[bucket]?.cors
+        try await cachedBuckets()[bucket]?.cors?.get()
     }
 
     public func setBucketCORS(_ bucket: String, _ configuration: CORSConfiguration) async throws {

@@ -17,7 +17,7 @@ extension MetadataIndex {
                 let cors: String? = row[2]
                 all[name] = CachedBucket(
                     info: BucketInfo(name: name, creationDate: Millis.date(row[1])),
-                    cors: try cors.map { try BucketCORSColumn.decode($0, bucket: name) }
+                    cors: cors.map { json in Result { () throws(StoreError) in try BucketCORSColumn.decode(json, bucket: name) } }
                 )
             }
             return all
@@ -49,7 +49,7 @@ enum BucketCORSColumn {
         return String(decoding: try encoder.encode(configuration), as: UTF8.self)
     }
 
-    static func decode(_ json: String, bucket: String) throws -> CORSConfiguration {
+    static func decode(_ json: String, bucket: String) throws(StoreError) -> CORSConfiguration {
         do { return try JSONDecoder().decode(CORSConfiguration.self, from: Data(json.utf8)) } catch {
             throw StoreError.corrupted("bucket \(bucket): unreadable CORS rules")
         }

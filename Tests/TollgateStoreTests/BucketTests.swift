@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import NIOCore
 import Testing
 import TollgateCORS
@@ -76,6 +77,23 @@ import TollgateCORS
         #expect(try await store.ensureBuckets(["three"]) == ["three"])
         #expect(try await store.headBucket("three").name == "three")
         #expect(store.buckets.misses == 4)
+    }
+
+    /// Unreadable CORS rules (a damaged row) fail that bucket's CORS lookups only: every
+    /// bucket still takes writes, and other buckets' rules still read.
+    @Test func unreadableCORSRulesFailOnlyThatBucketsRules() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("web")
+        try await store.createBucket("other")
+        try await store.index.pool.write { db in
+            try db.execute(sql: "INSERT INTO bucket_cors (bucket, configuration) VALUES ('web', 'not json')")
+        }
+        store.buckets.invalidate()
+        #expect(await storeError { try await store.bucketCORS("web") } == .corrupted("bucket web: unreadable CORS rules"))
+        #expect(try await store.bucketCORS("other") == nil)
+        #expect(try await store.put("web", "k", "v").size == 1)
+        #expect(try await store.put("other", "k", "v").size == 1)
     }
 
     /// Buckets read before a change are never kept after it.
