@@ -140,7 +140,7 @@ final class FileDescriptor: Sendable {
 
 /// The store's one blocking-I/O policy. Nothing that can block on the disk runs on the Swift
 /// concurrency pool (whose few threads every request shares) or on an event loop:
-/// - file system calls (open, read, write, fsync, rename, unlink of object files) run here, on
+/// - file system calls (open, read, write, fsync, mkdir, unlink of object files) run here, on
 ///   a `NIOThreadPool` the store owns with a fixed number of threads, so at most that many
 ///   calls wait on the disk at once and the rest queue;
 /// - SQLite runs through GRDB's async access (`MetadataIndex`), on GRDB's own bounded queues
@@ -148,7 +148,7 @@ final class FileDescriptor: Sendable {
 /// Each hop costs a thread switch, so work is batched per hop: a GET opens the file and reads
 /// its first chunk (a small object whole) in one job, later chunks are `readChunkSize` each, and
 /// an upload writes its body in batches and ends with one job that writes the last batch,
-/// fsyncs, renames and fsyncs the directory.
+/// fsyncs the file and fsyncs its directory.
 final class BlockingIO: Sendable {
     private let pool: NIOThreadPool
     /// Jobs submitted so far (tests count the hops an operation costs).

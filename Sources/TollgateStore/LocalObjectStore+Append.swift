@@ -13,7 +13,7 @@ import Darwin
 /// OSS AppendObject.
 ///
 /// The first append (position 0 on a missing key) creates the object through the ordinary
-/// write protocol (temp file, fsync, rename, commit) with `appendable` set.
+/// write protocol (a new file under a fresh id, fsync, directory fsync, commit) with `appendable` set.
 ///
 /// Later appends write **in place**: the row's `size` is the committed length and every reader
 /// is bounded by it (`getObject` serves `0..<size` from a descriptor opened on the file). An
