@@ -432,7 +432,7 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func copyObject(
-        from source: ObjectLocation, to target: ObjectLocation, metadata: ObjectMetadata?, options: CopyOptions = CopyOptions()
+        from source: ObjectLocation, to target: ObjectLocation, metadata: CopyMetadata, options: CopyOptions = CopyOptions()
     ) async throws -> ObjectInfo {
         try StoreNames.validateBucket(target.bucket)
         try StoreNames.validateKey(target.key)
@@ -442,7 +442,7 @@ public final class LocalObjectStore: ObjectStore {
         let file = try await stage(read.body)
         return try await commitObject(
             bucket: target.bucket, key: target.key, file: file, etag: ETag.quoted(md5: file.md5),
-            metadata: metadata ?? read.info.metadata, appendable: false, checksums: read.info.checksums.ofCopy,
+            metadata: metadata.resolved(source: read.info.metadata), appendable: false, checksums: read.info.checksums.ofCopy,
             preconditions: options.preconditions
         )
     }

@@ -265,7 +265,7 @@ public final class MemoryObjectStore: ObjectStore {
     }
 
     public func copyObject(
-        from source: ObjectLocation, to target: ObjectLocation, metadata: ObjectMetadata?, options: CopyOptions
+        from source: ObjectLocation, to target: ObjectLocation, metadata: CopyMetadata, options: CopyOptions
     ) async throws -> ObjectInfo {
         try StoreNames.validateBucket(target.bucket)
         try StoreNames.validateKey(target.key)
@@ -275,7 +275,7 @@ public final class MemoryObjectStore: ObjectStore {
         let bytes = try await Self.collect(read.body)
         return try commit(
             bucket: target.bucket, key: target.key, bytes: bytes, etag: ETag.quoted(md5: try Self.md5(bytes)),
-            metadata: metadata ?? read.info.metadata, appendable: false, checksums: read.info.checksums.ofCopy,
+            metadata: metadata.resolved(source: read.info.metadata), appendable: false, checksums: read.info.checksums.ofCopy,
             preconditions: options.preconditions
         )
     }

@@ -50,11 +50,12 @@ public protocol ObjectStore: Sendable {
     /// Idempotent: deleting a missing key succeeds.
     func deleteObject(bucket: String, key: String) async throws
     func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult]
-    /// Server-side copy. `metadata == nil` keeps the source's (COPY directive);
-    /// otherwise the given metadata replaces it (REPLACE). `options.checkSource` sees the source
-    /// object first (x-amz-copy-source-if-* headers); `options.preconditions` apply to the target.
+    /// Server-side copy. The copy's metadata and tags are resolved against the source version
+    /// that is copied (`CopyMetadata`), never against one read earlier. `options.checkSource`
+    /// sees that version first (x-amz-copy-source-if-* headers); `options.preconditions` apply
+    /// to the target.
     func copyObject(
-        from source: ObjectLocation, to target: ObjectLocation, metadata: ObjectMetadata?, options: CopyOptions
+        from source: ObjectLocation, to target: ObjectLocation, metadata: CopyMetadata, options: CopyOptions
     ) async throws -> ObjectInfo
     /// OSS AppendObject. `metadata` is used only when the append creates the object (at
     /// position 0); later appends must name the current length (`positionNotEqualToLength`).
@@ -310,6 +311,37 @@ public struct CompleteOptions: Sendable {
         self.preconditions = preconditions
         self.minimumPartSize = minimumPartSize
         self.expectedChecksum = expectedChecksum
+    }
+}
+
+/// A copy's metadata and tags, each the source's (the COPY directive) or given (REPLACE): S3 and
+/// OSS let `x-amz-metadata-directive` and `x-amz-tagging-directive` differ. The store resolves
+/// them against the source version it opens, so a source replaced while the copy runs cannot
+/// give the copy one version's bytes with another version's tags or metadata.
+public struct CopyMetadata: Sendable, Equatable {
+    /// The copy's metadata apart from its tags (whose own `tags` are ignored); nil: the source's.
+    public var metadata: ObjectMetadata?
+    /// The copy's tags; nil: the source's.
+    public var tags: [String: String]?
+
+    public init(metadata: ObjectMetadata? = nil, tags: [String: String]? = nil) {
+        self.metadata = metadata
+        self.tags = tags
+    }
+
+    /// Everything the source's: a plain copy.
+    public static let source = CopyMetadata()
+
+    /// Everything given, tags included.
+    public static func replacing(_ metadata: ObjectMetadata) -> CopyMetadata {
+        CopyMetadata(metadata: metadata, tags: metadata.tags)
+    }
+
+    /// The copy's metadata, given the copied version's.
+    public func resolved(source: ObjectMetadata) -> ObjectMetadata {
+        var resolved = metadata ?? source
+        resolved.tags = tags ?? source.tags
+        return resolved
     }
 }
 

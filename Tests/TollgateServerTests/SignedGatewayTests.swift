@@ -123,10 +123,11 @@ private struct SignedGateway {
     }
 }
 
-private func withSignedGateway(extraConfig: String = "", _ body: @Sendable (SignedGateway) async throws -> Void) async throws {
+private func withSignedGateway(extraConfig: String = "", store: (any ObjectStore)? = nil,
+                               _ body: @Sendable (SignedGateway) async throws -> Void) async throws {
     let fixture = try Fixture(roles: ["writer": writerPolicy, "cors": corsPolicy], extraConfig: extraConfig, now: { now })
     defer { fixture.remove() }
-    let store = try await makeGatewayStore(buckets: ["tollgate", "private"])
+    let store = if let store { store } else { try await makeGatewayStore(buckets: ["tollgate", "private"]) }
     let tokens = fixture.state.snapshot.tokens
     let app = Application(responder: buildGatewayResponder(state: fixture.state, store: store))
     try await app.test(.router) { client in
@@ -318,6 +319,31 @@ func copyWithADeniedSourceWritesNothing(dialect: Dialect) async throws {
         #expect(copy.status == .ok)
         #expect(String(buffer: copy.body).contains("<CopyObjectResult"))
         #expect(try await gateway.content("tollgate", "docs/copy.txt") == "hello")
+    }
+}
+
+@Test("A copy whose metadata and tags follow different directives takes the source's part from the version it copies", arguments: [Dialect.s3, .oss])
+func copyTakesTagsFromTheVersionItCopies(dialect: Dialect) async throws {
+    let base = MemoryObjectStore()
+    _ = try await base.ensureBuckets(["tollgate", "private"])
+    @Sendable func put(_ store: MemoryObjectStore, _ text: String, tags: [String: String]) async throws {
+        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
+        writer.yield(ByteBuffer(string: text))
+        writer.finish()
+        _ = try await store.putObject(bucket: "tollgate", key: "docs/src.txt", body: body, metadata: ObjectMetadata(tags: tags))
+    }
+    try await put(base, "version 1", tags: ["version": "1"])
+    // The source is replaced after the request arrived, before the store opens it.
+    let racing = CopyRaceStore(base: base) { store in try await put(store, "version 2", tags: ["version": "2"]) }
+    try await withSignedGateway(store: racing) { gateway in
+        let prefix = dialect == .s3 ? "x-amz-" : "x-oss-"
+        let copy = try await gateway.send(Unsigned(.put, "tollgate", "docs/copy.txt", headers: [
+            prefix + "copy-source": "/tollgate/docs/src.txt", prefix + "metadata-directive": "REPLACE", "content-type": "text/plain",
+        ]), dialect, try gateway.credentials())
+        #expect(copy.status == .ok)
+        let copied = try await base.headObject(bucket: "tollgate", key: "docs/copy.txt")
+        #expect(try await gateway.content("tollgate", "docs/copy.txt") == "version 2")
+        #expect(copied.metadata == ObjectMetadata(contentType: "text/plain", tags: ["version": "2"]))
     }
 }
 

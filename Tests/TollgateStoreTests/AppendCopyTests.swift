@@ -102,13 +102,13 @@ import TollgateCrypto
         try await store.createBucket("dst")
         let original = ObjectMetadata(contentType: "image/png", userMetadata: ["a": "1"])
         let source = try await store.put("src", "pic.png", "PNGDATA", metadata: original)
-        let copied = try await store.copyObject(from: .init(bucket: "src", key: "pic.png"), to: .init(bucket: "dst", key: "copy.png"), metadata: nil, options: CopyOptions())
+        let copied = try await store.copyObject(from: .init(bucket: "src", key: "pic.png"), to: .init(bucket: "dst", key: "copy.png"), metadata: .source, options: CopyOptions())
         #expect(copied.metadata == original)
         #expect(copied.etag == source.etag)
         #expect(try await store.fileID("dst", "copy.png") != store.fileID("src", "pic.png"))
         #expect(try await store.content("dst", "copy.png") == "PNGDATA")
         let replaced = ObjectMetadata(contentType: "application/octet-stream", userMetadata: ["b": "2"])
-        let second = try await store.copyObject(from: .init(bucket: "src", key: "pic.png"), to: .init(bucket: "dst", key: "copy.png"), metadata: replaced, options: CopyOptions())
+        let second = try await store.copyObject(from: .init(bucket: "src", key: "pic.png"), to: .init(bucket: "dst", key: "copy.png"), metadata: .replacing(replaced), options: CopyOptions())
         #expect(try await store.headObject(bucket: "dst", key: "copy.png").metadata == replaced)
         #expect(second.etag == source.etag)
         // Deleting the source does not affect the copy.
@@ -122,7 +122,7 @@ import TollgateCrypto
         let store = try box.open()
         try await store.createBucket("b-b")
         let before = try await store.put("b-b", "k", "same bytes", metadata: ObjectMetadata(contentType: "text/plain"))
-        let after = try await store.copyObject(from: .init(bucket: "b-b", key: "k"), to: .init(bucket: "b-b", key: "k"), metadata: ObjectMetadata(contentType: "text/markdown"), options: CopyOptions())
+        let after = try await store.copyObject(from: .init(bucket: "b-b", key: "k"), to: .init(bucket: "b-b", key: "k"), metadata: .replacing(ObjectMetadata(contentType: "text/markdown")), options: CopyOptions())
         #expect(after.etag == before.etag)
         #expect(try await store.headObject(bucket: "b-b", key: "k").metadata.contentType == "text/markdown")
         #expect(try await store.content("b-b", "k") == "same bytes")
@@ -138,16 +138,16 @@ import TollgateCrypto
         let p2 = try await store.uploadPart(bucket: "b-b", key: "mp", uploadID: upload.uploadID, partNumber: 2, body: Chunks("cd"), options: WriteOptions())
         let mp = try await store.completeMultipartUpload(bucket: "b-b", key: "mp", uploadID: upload.uploadID, parts: [.init(partNumber: 1, etag: p1.etag), .init(partNumber: 2, etag: p2.etag)], preconditions: .none)
         #expect(mp.etag.hasSuffix("-2\""))
-        let copy = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "single"), metadata: nil, options: CopyOptions())
+        let copy = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "single"), metadata: .source, options: CopyOptions())
         #expect(copy.etag == (try quotedMD5(Array("abcd".utf8))))
 
         struct SourceChanged: Error {}
         await #expect(throws: SourceChanged.self) {
-            _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "x"), metadata: nil, options: CopyOptions(checkSource: { _ in throw SourceChanged() }))
+            _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "x"), metadata: .source, options: CopyOptions(checkSource: { _ in throw SourceChanged() }))
         }
-        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "single"), metadata: nil, options: CopyOptions(preconditions: .init(ifNoneMatch: "*"))) } == .preconditionFailed)
-        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "b-b", key: "missing"), to: .init(bucket: "b-b", key: "x"), metadata: nil, options: CopyOptions()) } == .noSuchKey(bucket: "b-b", key: "missing"))
-        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "nope", key: "x"), metadata: nil, options: CopyOptions()) } == .noSuchBucket(bucket: "nope"))
+        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "single"), metadata: .source, options: CopyOptions(preconditions: .init(ifNoneMatch: "*"))) } == .preconditionFailed)
+        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "b-b", key: "missing"), to: .init(bucket: "b-b", key: "x"), metadata: .source, options: CopyOptions()) } == .noSuchKey(bucket: "b-b", key: "missing"))
+        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "nope", key: "x"), metadata: .source, options: CopyOptions()) } == .noSuchBucket(bucket: "nope"))
         #expect(box.objectFiles.count == 2 && box.tmpFiles.isEmpty)
     }
 }

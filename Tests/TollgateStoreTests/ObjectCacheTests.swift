@@ -33,7 +33,7 @@ import Testing
         try await store.put("cache", "k", "one")
         #expect(try await store.content("cache", "k") == "one")
 
-        _ = try await store.copyObject(from: ObjectLocation(bucket: "cache", key: "src"), to: ObjectLocation(bucket: "cache", key: "k"), metadata: nil)
+        _ = try await store.copyObject(from: ObjectLocation(bucket: "cache", key: "src"), to: ObjectLocation(bucket: "cache", key: "k"), metadata: .source)
         #expect(try await store.content("cache", "k") == "source-bytes")
 
         try await store.deleteObject(bucket: "cache", key: "k")

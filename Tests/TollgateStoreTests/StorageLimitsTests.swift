@@ -49,7 +49,7 @@ final class TestClock: Sendable {
             { _ = try await store.put("bkt", "new", "a new object") },
             { _ = try await store.appendObject(bucket: "bkt", key: "log", position: appendable.size, body: Chunks("line 2\n"), metadata: ObjectMetadata()) },
             { _ = try await store.uploadPart(bucket: "bkt", key: "big", uploadID: upload.uploadID, partNumber: 2, body: Chunks("part two")) },
-            { _ = try await store.copyObject(from: ObjectLocation(bucket: "bkt", key: "kept"), to: ObjectLocation(bucket: "bkt", key: "copy"), metadata: nil) },
+            { _ = try await store.copyObject(from: ObjectLocation(bucket: "bkt", key: "kept"), to: ObjectLocation(bucket: "bkt", key: "copy"), metadata: .source) },
             {
                 _ = try await store.completeMultipartUpload(
                     bucket: "bkt", key: "big", uploadID: upload.uploadID, parts: [CompletedPart(partNumber: 1, etag: part.etag)]

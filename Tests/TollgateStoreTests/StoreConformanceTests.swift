@@ -65,7 +65,7 @@ private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ r
         try await store.setObjectTags(bucket: "alpha", key: "t", tags: ["b": "2", "c": ""])
         let retagged = try await store.headObject(bucket: "alpha", key: "t")
         #expect(retagged.metadata.tags == ["b": "2", "c": ""] && retagged.etag == tagged.etag && retagged.lastModified == tagged.lastModified)
-        let copied = try await store.copyObject(from: .init(bucket: "alpha", key: "t"), to: .init(bucket: "alpha", key: "t2"), metadata: nil, options: CopyOptions())
+        let copied = try await store.copyObject(from: .init(bucket: "alpha", key: "t"), to: .init(bucket: "alpha", key: "t2"), metadata: .source, options: CopyOptions())
         #expect(copied.metadata.tags == ["b": "2", "c": ""])
         #expect(await storeError { try await store.setObjectTags(bucket: "alpha", key: "none", tags: [:]) } == .noSuchKey(bucket: "alpha", key: "none"))
         try await store.deleteObject(bucket: "alpha", key: "t")
@@ -173,19 +173,38 @@ private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ r
         try await store.createBucket("dst")
         let original = ObjectMetadata(contentType: "image/png", userMetadata: ["a": "1"])
         let source = try await store.putObject(bucket: "src", key: "pic", body: body("PNGDATA-longer-than-a-chunk"), metadata: original)
-        let copied = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "copy"), metadata: nil, options: CopyOptions())
+        let copied = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "copy"), metadata: .source, options: CopyOptions())
         #expect(copied.metadata == original && copied.etag == source.etag)
         #expect(try await text(store, "dst", "copy") == "PNGDATA-longer-than-a-chunk")
         let replaced = ObjectMetadata(contentType: "text/plain")
-        _ = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "copy"), metadata: replaced, options: CopyOptions())
+        _ = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "copy"), metadata: .replacing(replaced), options: CopyOptions())
         #expect(try await store.headObject(bucket: "dst", key: "copy").metadata == replaced)
         struct Refused: Error {}
         await #expect(throws: Refused.self) {
-            _ = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "other"), metadata: nil,
+            _ = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "other"), metadata: .source,
                                            options: CopyOptions(checkSource: { _ in throw Refused() }))
         }
-        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "copy"), metadata: nil, options: CopyOptions(preconditions: WritePreconditions(ifNoneMatch: "*"))) } == .preconditionFailed)
-        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "src", key: "gone"), to: .init(bucket: "dst", key: "x"), metadata: nil, options: CopyOptions()) } == .noSuchKey(bucket: "src", key: "gone"))
+        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "dst", key: "copy"), metadata: .source, options: CopyOptions(preconditions: WritePreconditions(ifNoneMatch: "*"))) } == .preconditionFailed)
+        #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "src", key: "gone"), to: .init(bucket: "dst", key: "x"), metadata: .source, options: CopyOptions()) } == .noSuchKey(bucket: "src", key: "gone"))
+    }
+
+    /// The metadata and tagging directives differ: each part not given comes from the source
+    /// version the copy opens.
+    @Test(arguments: StoreKind.allCases)
+    func copiesMixGivenAndSourceMetadata(kind: StoreKind) async throws {
+        let (store, box) = try kind.make()
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("src")
+        let original = ObjectMetadata(contentType: "image/png", userMetadata: ["a": "1"], tags: ["v": "1"])
+        _ = try await store.putObject(bucket: "src", key: "pic", body: body("bytes"), metadata: original)
+        let given = ObjectMetadata(contentType: "text/plain", tags: ["given": "yes"])
+        let newMetadata = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "src", key: "a"),
+                                                     metadata: CopyMetadata(metadata: given), options: CopyOptions())
+        #expect(newMetadata.metadata == ObjectMetadata(contentType: "text/plain", tags: ["v": "1"]))
+        let newTags = try await store.copyObject(from: .init(bucket: "src", key: "pic"), to: .init(bucket: "src", key: "b"),
+                                                 metadata: CopyMetadata(tags: ["given": "yes"]), options: CopyOptions())
+        #expect(newTags.metadata == ObjectMetadata(contentType: "image/png", userMetadata: ["a": "1"], tags: ["given": "yes"]))
+        #expect(try await store.headObject(bucket: "src", key: "b").metadata == newTags.metadata)
     }
 
     @Test(arguments: StoreKind.allCases)
@@ -295,7 +314,7 @@ private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ r
         // Without them, none.
         #expect(try await store.putObject(bucket: "sums", key: "plain", body: body("x")).checksums == .none)
         // A copy has the same bytes: the same checksums.
-        let copy = try await store.copyObject(from: .init(bucket: "sums", key: "k"), to: .init(bucket: "sums", key: "c"), metadata: nil, options: CopyOptions())
+        let copy = try await store.copyObject(from: .init(bucket: "sums", key: "k"), to: .init(bucket: "sums", key: "c"), metadata: .source, options: CopyOptions())
         #expect(copy.checksums == put.checksums)
         // Appends: the CRC-64 combined from the pieces' is the CRC-64 of the whole.
         _ = try await store.appendObject(bucket: "sums", key: "a", position: 0, body: body("abc"), metadata: ObjectMetadata(), options: try Self.writing("abc"))
@@ -344,7 +363,7 @@ private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ r
                                                        crc64ecma: try Self.checksums(whole).crc64ecma))
         #expect(try await store.headObject(bucket: "sums", key: "composite").checksums == completed.checksums)
         // A copy of it keeps the CRC-64 but not the composite checksum, which describes parts.
-        let copy = try await store.copyObject(from: .init(bucket: "sums", key: "composite"), to: .init(bucket: "sums", key: "copy"), metadata: nil, options: CopyOptions())
+        let copy = try await store.copyObject(from: .init(bucket: "sums", key: "composite"), to: .init(bucket: "sums", key: "copy"), metadata: .source, options: CopyOptions())
         #expect(copy.checksums == ObjectChecksums(crc64ecma: completed.checksums.crc64ecma))
 
         // FULL_OBJECT: the parts' CRCs combined into the CRC of the whole; a stated checksum must match.

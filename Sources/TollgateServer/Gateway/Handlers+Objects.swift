@@ -296,16 +296,11 @@ extension Gateway {
         guard taggingDirective == "COPY" || taggingDirective == "REPLACE" else {
             throw GatewayError.invalidArgument("Unknown tagging directive.", name: "x-amz-tagging-directive", value: taggingDirective)
         }
-        // Metadata and tags each follow their own directive (COPY by default). When they differ,
-        // the source's are read first: a source replaced meanwhile may give the copy the new
-        // version's tags or metadata with the old version's bytes, as a copy racing a write may.
-        var metadata = directive == "REPLACE" ? try requestMetadata(call) : nil
-        if (directive == "REPLACE") != (taggingDirective == "REPLACE") {
-            let source = try await store.headObject(bucket: sourceBucket, key: sourceKey)
-            var merged = metadata ?? source.metadata
-            merged.tags = taggingDirective == "REPLACE" ? try requestMetadata(call).tags : source.metadata.tags
-            metadata = merged
-        }
+        // Metadata and tags each follow their own directive (COPY by default); the store takes
+        // whatever is copied from the source version it copies.
+        let given = directive == "REPLACE" || taggingDirective == "REPLACE" ? try requestMetadata(call) : nil
+        let metadata = CopyMetadata(metadata: directive == "REPLACE" ? given : nil,
+                                    tags: taggingDirective == "REPLACE" ? given?.tags : nil)
         let conditions = copySourceConditions(call)
         let info = try await refusingOverwrite(call) {
             try await store.copyObject(
@@ -353,8 +348,6 @@ extension Gateway {
         return empty(.noContent)
     }
 
-    /// DeleteObjects / DeleteMultipleObjects: each key is authorized on its own, and refusals
-    /// are reported per key, as S3 does.
     /// DeleteObjects / DeleteMultipleObjects. Each key is authorised on its own (a denied key is
     /// an `AccessDenied` entry, the rest are deleted). The store keeps one version per key, whose
     /// id is `null`: an entry naming that version deletes the object, and the answer echoes it

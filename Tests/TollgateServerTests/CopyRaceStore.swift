@@ -1,0 +1,73 @@
+import NIOCore
+import TollgateCORS
+import TollgateStore
+
+/// The in-memory store with a write that lands between a copy's request and the store's work:
+/// `beforeCopy` runs at the start of every `copyObject`, before the source is opened. Every other
+/// call goes straight to `base`.
+struct CopyRaceStore: ObjectStore {
+    let base: MemoryObjectStore
+    let beforeCopy: @Sendable (MemoryObjectStore) async throws -> Void
+
+    func copyObject(from source: ObjectLocation, to target: ObjectLocation, metadata: CopyMetadata, options: CopyOptions) async throws -> ObjectInfo {
+        try await beforeCopy(base)
+        return try await base.copyObject(from: source, to: target, metadata: metadata, options: options)
+    }
+
+    func listBuckets() async throws -> [BucketInfo] { try await base.listBuckets() }
+    func createBucket(_ name: String) async throws -> BucketInfo { try await base.createBucket(name) }
+    func headBucket(_ name: String) async throws -> BucketInfo { try await base.headBucket(name) }
+    func setObjectTags(bucket: String, key: String, tags: [String: String]) async throws {
+        try await base.setObjectTags(bucket: bucket, key: key, tags: tags)
+    }
+    func bucketStats(_ name: String) async throws -> BucketStats { try await base.bucketStats(name) }
+    func deleteBucket(_ name: String) async throws { try await base.deleteBucket(name) }
+    func ensureBuckets(_ names: [String]) async throws -> [String] { try await base.ensureBuckets(names) }
+    func bucketCORS(_ bucket: String) async throws -> CORSConfiguration? { try await base.bucketCORS(bucket) }
+    func setBucketCORS(_ bucket: String, _ configuration: CORSConfiguration) async throws { try await base.setBucketCORS(bucket, configuration) }
+    func deleteBucketCORS(_ bucket: String) async throws { try await base.deleteBucketCORS(bucket) }
+    func putObject<Body: AsyncSequence>(
+        bucket: String, key: String, body: Body, metadata: ObjectMetadata, options: WriteOptions
+    ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
+        try await base.putObject(bucket: bucket, key: key, body: body, metadata: metadata, options: options)
+    }
+    func getObject(bucket: String, key: String, range: ByteRange?) async throws -> ObjectRead {
+        try await base.getObject(bucket: bucket, key: key, range: range)
+    }
+    func headObject(bucket: String, key: String) async throws -> ObjectInfo { try await base.headObject(bucket: bucket, key: key) }
+    func deleteObject(bucket: String, key: String) async throws { try await base.deleteObject(bucket: bucket, key: key) }
+    func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult] { try await base.deleteObjects(bucket: bucket, keys: keys) }
+    func appendObject<Body: AsyncSequence>(
+        bucket: String, key: String, position: Int64, body: Body, metadata: ObjectMetadata, options: WriteOptions
+    ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
+        try await base.appendObject(bucket: bucket, key: key, position: position, body: body, metadata: metadata, options: options)
+    }
+    func listObjects(bucket: String, query: ListQuery) async throws -> ListResult { try await base.listObjects(bucket: bucket, query: query) }
+    func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata, checksum: UploadChecksum?) async throws -> MultipartUpload {
+        try await base.createMultipartUpload(bucket: bucket, key: key, metadata: metadata, checksum: checksum)
+    }
+    func uploadPart<Body: AsyncSequence>(
+        bucket: String, key: String, uploadID: String, partNumber: Int, body: Body, options: WriteOptions
+    ) async throws -> PartInfo where Body.Element == ByteBuffer {
+        try await base.uploadPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, body: body, options: options)
+    }
+    func uploadPartCopy(
+        bucket: String, key: String, uploadID: String, partNumber: Int, source: ObjectLocation, range: ByteRange?, options: CopyOptions
+    ) async throws -> PartInfo {
+        try await base.uploadPartCopy(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, source: source, range: range, options: options)
+    }
+    func listParts(bucket: String, key: String, uploadID: String, partNumberMarker: Int, maxParts: Int) async throws -> ListPartsResult {
+        try await base.listParts(bucket: bucket, key: key, uploadID: uploadID, partNumberMarker: partNumberMarker, maxParts: maxParts)
+    }
+    func listMultipartUploads(bucket: String, query: ListUploadsQuery) async throws -> ListUploadsResult {
+        try await base.listMultipartUploads(bucket: bucket, query: query)
+    }
+    func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {
+        try await base.abortMultipartUpload(bucket: bucket, key: key, uploadID: uploadID)
+    }
+    func completeMultipartUpload(
+        bucket: String, key: String, uploadID: String, parts: [CompletedPart], options: CompleteOptions
+    ) async throws -> ObjectInfo {
+        try await base.completeMultipartUpload(bucket: bucket, key: key, uploadID: uploadID, parts: parts, options: options)
+    }
+}
