@@ -105,6 +105,7 @@ let package = Package(
             dependencies: [
                 "TollgateServer", "TollgateDates",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -69,7 +69,7 @@ struct AdminController: Sendable {
 
     /// SigV4 over the root secret, service `tollgate`; nothing else is accepted.
     private func authenticate(_ request: Request, context: TollgateRequestContext) throws(TokenEndpointError) -> S3VerifiedRequest {
-        let signed = SignatureRequest(request, now: clock())
+        let signed = SignatureRequest(request.head, now: clock())
         let root = self.root
         do {
             return try S3SigV4.verify(signed, service: Self.service) { (query) throws(CredentialLookupError) in

@@ -78,7 +78,7 @@ public func buildTokenApplication(state: TollgateState, certificates: TLSCertifi
     return Application(
         router: buildTokenRouter(state: state, metrics: metrics),
         server: try pinnedHTTPServer(.init(idleTimeout: idleTimeout(config)), certificates: certificates),
-        configuration: .init(address: .hostname(config.listenAddress, port: config.port), serverName: "tollgate"),
+        configuration: .init(address: .hostname(config.listenAddress, port: config.port), serverName: Gateway.serverName),
         logger: logger
     )
 }
@@ -94,6 +94,10 @@ func idleTimeout(_ config: TollgateConfig) -> TimeAmount {
 /// The object gateway's responder (port 9000). `sendsFiles`: the connections it answers have a
 /// `FileSendHandler` (plain TCP), so file-backed bodies go out with sendfile.
 public func buildGatewayResponder(state: TollgateState, store: any ObjectStore, sendsFiles: Bool = false) -> some HTTPResponder<TollgateRequestContext> {
+    makeGateway(state: state, store: store, sendsFiles: sendsFiles)
+}
+
+func makeGateway(state: TollgateState, store: any ObjectStore, sendsFiles: Bool) -> Gateway {
     Gateway(store: store, live: state.live, revocations: state.revocations, tls: state.snapshot.config.gatewayTLS != nil,
             sendsFiles: sendsFiles, clock: state.clock)
 }
@@ -105,8 +109,9 @@ public func buildGatewayApplication(state: TollgateState, store: any ObjectStore
     let config = state.snapshot.config
     // TLS encrypts in user space: files are sent with sendfile on plain TCP only.
     let sendsFiles = certificates == nil
+    let gateway = makeGateway(state: state, store: store, sendsFiles: sendsFiles)
     return Application(
-        responder: buildGatewayResponder(state: state, store: store, sendsFiles: sendsFiles),
+        responder: gateway,
         // TLS sits below HTTP: ExpectContinueHandler sees decrypted HTTP parts, as without TLS.
         server: try pinnedHTTPServer(
             .init(
@@ -114,9 +119,10 @@ public func buildGatewayApplication(state: TollgateState, store: any ObjectStore
                 idleTimeout: idleTimeout(config)
             ),
             certificates: certificates,
-            largestRead: gatewayLargestRead
+            largestRead: gatewayLargestRead,
+            answersAtOnce: { logger in GatewayFastPath(gateway: gateway, logger: logger) }
         ),
-        configuration: .init(address: .hostname(config.gatewayAddress, port: config.gatewayPort), serverName: "tollgate"),
+        configuration: .init(address: .hostname(config.gatewayAddress, port: config.gatewayPort), serverName: Gateway.serverName),
         logger: logger
     )
 }
@@ -129,12 +135,13 @@ let gatewayLargestRead = 256 * 1024
 
 /// HTTP/1 (in TLS when `certificates` are given), each connection's task pinned to its event
 /// loop; see `EventLoopPinnedChannel` for `largestRead`.
-func pinnedHTTPServer(_ http1: HTTP1Channel.Configuration, certificates: TLSCertificates?, largestRead: Int? = nil) throws -> HTTPServerBuilder {
+func pinnedHTTPServer(_ http1: HTTP1Channel.Configuration, certificates: TLSCertificates?, largestRead: Int? = nil,
+                      answersAtOnce: (@Sendable (Logger) -> any ChannelHandler)? = nil) throws -> HTTPServerBuilder {
     let tls = certificates.map { TLSChannelConfiguration(tlsConfiguration: $0.configuration) }
     return HTTPServerBuilder { responder in
         let channel = HTTP1Channel(responder: responder, configuration: http1)
-        guard let tls else { return EventLoopPinnedChannel(base: channel, largestRead: largestRead) }
-        return EventLoopPinnedChannel(base: try TLSChannel(channel, configuration: tls), largestRead: largestRead)
+        guard let tls else { return EventLoopPinnedChannel(base: channel, largestRead: largestRead, answersAtOnce: answersAtOnce) }
+        return EventLoopPinnedChannel(base: try TLSChannel(channel, configuration: tls), largestRead: largestRead, answersAtOnce: answersAtOnce)
     }
 }
 

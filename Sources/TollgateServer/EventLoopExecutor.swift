@@ -30,16 +30,27 @@ final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
 /// sends faster than it is read (NIO's default is 64 KiB): fewer, larger body parts for an
 /// upload, each of which costs a trip through the HTTP decoder and the request body's stream.
 /// Reads of small requests stay small: the allocator grows only after a read fills its buffer.
+/// With `answersAtOnce`, each connection gets that handler (`GatewayFastPath`) just before its
+/// requests reach Hummingbird's responder: after `HTTPConnectionStateHandler`, which then sees
+/// every request and response, wherever it is answered.
 struct EventLoopPinnedChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
     var largestRead: Int? = nil
+    var answersAtOnce: (@Sendable (Logger) -> any ChannelHandler)? = nil
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        guard let largestRead else { return base.setup(channel: channel, logger: logger) }
-        let allocator = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: largestRead)
-        return channel.setOption(ChannelOptions.recvAllocator, value: allocator).flatMap {
-            base.setup(channel: channel, logger: logger)
+        var ready = channel.eventLoop.makeSucceededVoidFuture()
+        if let largestRead {
+            let allocator = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: largestRead)
+            ready = channel.setOption(ChannelOptions.recvAllocator, value: allocator)
+        }
+        return ready.flatMap { base.setup(channel: channel, logger: logger) }.flatMapThrowing { value in
+            if let answersAtOnce {
+                let pipeline = channel.pipeline.syncOperations
+                try pipeline.addHandler(answersAtOnce(logger), position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
+            }
+            return value
         }
     }
 

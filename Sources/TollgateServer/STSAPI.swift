@@ -162,7 +162,7 @@ struct STSAPI: Sendable {
 
     /// SigV4 for service `sts`, with the root secret or a vended credential's re-derived one.
     func authenticate(_ request: Request, body: [UInt8], context: TollgateRequestContext, now: Date) throws -> GatewayIdentity {
-        let signed = SignatureRequest(request, now: now)
+        let signed = SignatureRequest(request.head, now: now)
         let bodyHash: String
         do { bodyHash = Hex.encode(try Crypto.sha256(body)) } catch { throw Failure(500, "InternalFailure", "The request could not be processed.") }
         do {

@@ -1,15 +1,15 @@
 import Foundation
-import Hummingbird
+import HTTPTypes
 import TollgateSignature
 
 extension SignatureRequest {
-    /// What a signature covers, from a Hummingbird request: method, raw path and query, and the
+    /// What a signature covers, from a request head: method, raw path and query, and the
     /// headers, with Host (which HTTPTypes keeps as the request's authority) as `host`.
-    init(_ request: Request, now: Date) {
+    init(_ head: HTTPRequest, now: Date) {
         var headers = SignatureHeaders()
-        if let authority = request.head.authority { headers.add(name: "host", value: authority) }
-        for field in request.headers { headers.add(name: field.name.canonicalName, value: field.value) }
-        let (rawPath, rawQuery) = Gateway.split(request.head.path ?? "/")
-        self.init(method: request.method.rawValue, rawPath: rawPath, rawQuery: rawQuery, headers: headers, now: now)
+        if let authority = head.authority { headers.add(name: "host", value: authority) }
+        for field in head.headerFields { headers.add(name: field.name.canonicalName, value: field.value) }
+        let (rawPath, rawQuery) = Gateway.split(head.path ?? "/")
+        self.init(method: head.method.rawValue, rawPath: rawPath, rawQuery: rawQuery, headers: headers, now: now)
     }
 }

@@ -397,9 +397,7 @@ public final class LocalObjectStore: ObjectStore {
         for _ in 0..<8 {
             let cached = objectCache.get(bucket: bucket, key: key)
             if let info = cached.object?.info, let bytes = cached.body {
-                let served = try range?.resolve(size: info.size) ?? 0..<info.size
-                let slice = bytes.getSlice(at: bytes.readerIndex + Int(served.lowerBound), length: served.count) ?? ByteBuffer()
-                return ObjectRead(info: info, range: served, isPartial: range != nil, body: ObjectBody(slice))
+                return try ObjectInMemory(info: info, bytes: bytes).read(range: range)
             }
             let object: StoredObject
             if let known = cached.object { object = known } else { object = try await lookup(bucket: bucket, key: key, generation: cached.generation) }
@@ -412,6 +410,13 @@ public final class LocalObjectStore: ObjectStore {
             return ObjectRead(info: info, range: served, isPartial: range != nil, body: body)
         }
         throw StoreError.corrupted("object file missing, or replaced eight times while being opened")
+    }
+
+    /// A small object read before, from the object cache.
+    public func objectInMemory(bucket: String, key: String) -> ObjectInMemory? {
+        let cached = objectCache.get(bucket: bucket, key: key)
+        guard let info = cached.object?.info, let bytes = cached.body else { return nil }
+        return ObjectInMemory(info: info, bytes: bytes)
     }
 
     public func deleteObject(bucket: String, key: String) async throws {

@@ -233,9 +233,13 @@ public final class MemoryObjectStore: ObjectStore {
 
     public func getObject(bucket: String, key: String, range: ByteRange?) async throws -> ObjectRead {
         let object = try state.withLock { (state) throws(StoreError) in try state.object(bucket, key) }
-        let served = try range?.resolve(size: object.info.size) ?? 0..<object.info.size
-        let slice = object.bytes.getSlice(at: object.bytes.readerIndex + Int(served.lowerBound), length: served.count) ?? ByteBuffer()
-        return ObjectRead(info: object.info, range: served, isPartial: range != nil, body: ObjectBody(slice))
+        return try ObjectInMemory(info: object.info, bytes: object.bytes).read(range: range)
+    }
+
+    /// Every object: all of them are in memory.
+    public func objectInMemory(bucket: String, key: String) -> ObjectInMemory? {
+        guard let object = state.withLock({ try? $0.object(bucket, key) }) else { return nil }
+        return ObjectInMemory(info: object.info, bytes: object.bytes)
     }
 
     public func headObject(bucket: String, key: String) async throws -> ObjectInfo {

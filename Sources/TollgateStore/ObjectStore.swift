@@ -47,6 +47,11 @@ public protocol ObjectStore: Sendable {
     /// describes, even if the object is overwritten while the body is being read.
     func getObject(bucket: String, key: String, range: ByteRange?) async throws -> ObjectRead
     func headObject(bucket: String, key: String) async throws -> ObjectInfo
+    /// The object, when the store holds all of it in memory (a small object it keeps cached):
+    /// what `getObject` would read, had at once, without waiting on anything. nil otherwise, and
+    /// for a missing object (`getObject` then says why); a store that keeps nothing in memory
+    /// always answers nil. The gateway answers such GETs on the connection's event loop.
+    func objectInMemory(bucket: String, key: String) -> ObjectInMemory?
     /// Idempotent: deleting a missing key succeeds.
     func deleteObject(bucket: String, key: String) async throws
     func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult]
@@ -247,6 +252,25 @@ public struct ObjectInfo: Sendable, Equatable {
     /// Last-Modified truncated to whole seconds, as HTTP dates carry it.
     public var lastModifiedSeconds: Date {
         Date(timeIntervalSince1970: lastModified.timeIntervalSince1970.rounded(.down))
+    }
+}
+
+/// A whole object held in memory (`ObjectStore.objectInMemory`).
+public struct ObjectInMemory: Sendable {
+    public let info: ObjectInfo
+    /// All of its bytes.
+    public let bytes: ByteBuffer
+
+    public init(info: ObjectInfo, bytes: ByteBuffer) {
+        self.info = info
+        self.bytes = bytes
+    }
+
+    /// What `getObject` reads of it: all of it, or `range` (`invalidRange` when none of it is there).
+    public func read(range: ByteRange?) throws(StoreError) -> ObjectRead {
+        let served = try range?.resolve(size: info.size) ?? 0..<info.size
+        let slice = bytes.getSlice(at: bytes.readerIndex + Int(served.lowerBound), length: served.count) ?? ByteBuffer()
+        return ObjectRead(info: info, range: served, isPartial: range != nil, body: ObjectBody(slice))
     }
 }
 

@@ -2,7 +2,10 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
+import NIOEmbedded
+import NIOHTTPTypes
 import Testing
 import TollgateCORS
 import TollgateCrypto
@@ -609,4 +612,98 @@ func noRulesNoPreflight() async throws {
         #expect(try await preflight(gateway, "/tollgate/docs/a.txt", origin: "https://app.example.com", method: "GET").status == .ok)
         #expect(try await preflight(gateway, "/private/docs/a.txt", origin: "https://app.example.com", method: "GET").status == .forbidden)
     }
+}
+
+// MARK: Answered at once
+
+@Test("GETs of objects in memory are answered on the connection, refusals too, in request order; the rest reach the responder")
+func getsOfObjectsInMemoryAreAnsweredAtOnce() async throws {
+    let fixture = try Fixture(roles: ["writer": writerPolicy, "cors": corsPolicy], now: { now })
+    defer { fixture.remove() }
+    let store = try await makeGatewayStore(buckets: ["tollgate", "private"])
+    for (key, text) in [("docs/a.txt", "hello"), ("secret/s.txt", "classified")] {
+        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
+        writer.yield(ByteBuffer(string: text))
+        writer.finish()
+        _ = try await store.putObject(bucket: "tollgate", key: key, body: body, metadata: ObjectMetadata(contentType: "text/plain"))
+    }
+    let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
+    let channel = EmbeddedChannel(handler: GatewayFastPath(gateway: makeGateway(state: fixture.state, store: store, sendsFiles: false),
+                                                           logger: Logger(label: "test")))
+    func send(_ method: HTTPRequest.Method, _ target: String, _ headers: HTTPFields = [:]) throws {
+        try channel.writeInbound(HTTPRequestPart.head(HTTPRequest(method: method, scheme: "http", authority: "localhost", path: target, headerFields: headers)))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+    }
+    /// The answer written back at once: head and body; nil when nothing was written.
+    func answer() throws -> (HTTPResponse, String)? {
+        guard case .head(let head)? = try channel.readOutbound(as: HTTPResponsePart.self) else { return nil }
+        var body = ""
+        while let part = try channel.readOutbound(as: HTTPResponsePart.self) {
+            if case .body(let buffer) = part { body += String(buffer: buffer) }
+            if case .end = part { break }
+        }
+        return (head, body)
+    }
+    /// The request parts handed on to the responder.
+    func handedOn() throws -> [HTTPRequestPart] {
+        var parts: [HTTPRequestPart] = []
+        while let part = try channel.readInbound(as: HTTPRequestPart.self) { parts.append(part) }
+        return parts
+    }
+    let readable = try presignS3(Unsigned(.get, "tollgate", "docs/a.txt"), credentials)
+
+    // Allowed: the object, with what Hummingbird adds to every response.
+    try send(.get, readable)
+    let (ok, text) = try #require(try answer())
+    #expect(ok.status == .ok && text == "hello")
+    #expect(ok.headerFields[.contentLength] == "5" && ok.headerFields[.contentType] == "text/plain")
+    #expect(ok.headerFields[.server] == "tollgate" && ok.headerFields[.date] == httpDate && ok.headerFields[.amzRequestID] != nil)
+    #expect(try handedOn().isEmpty)
+
+    // A range and a met If-None-Match, as the responder answers them.
+    let etag = try #require(ok.headerFields[.eTag])
+    try send(.get, readable, [.range: "bytes=1-2"])
+    let (partial, slice) = try #require(try answer())
+    #expect(partial.status == .partialContent && slice == "el" && partial.headerFields[.contentRange] == "bytes 1-2/5")
+    try send(.get, readable, [.ifNoneMatch: etag])
+    #expect(try answer()?.0.status == .notModified)
+
+    // Refused by the policy's Deny, or by its signature: the refusal is rendered here.
+    try send(.get, try presignS3(Unsigned(.get, "tollgate", "secret/s.txt"), credentials))
+    let (denied, deniedBody) = try #require(try answer())
+    #expect(denied.status == .forbidden && deniedBody.contains("<Code>AccessDenied</Code>") && !deniedBody.contains("classified"))
+    try send(.get, String(readable.dropLast()) + (readable.hasSuffix("0") ? "1" : "0"))
+    let (forged, forgedBody) = try #require(try answer())
+    #expect(forged.status == .forbidden && forgedBody.contains("<Code>SignatureDoesNotMatch</Code>"))
+    #expect(try handedOn().isEmpty)
+
+    // Not in memory: handed on. Until its answer ends, the next GET is handed on too, so that
+    // answers keep their requests' order.
+    try send(.get, try presignS3(Unsigned(.get, "tollgate", "docs/missing.txt"), credentials))
+    try send(.get, readable)
+    #expect(try answer() == nil)
+    #expect(try handedOn().count == 4)
+    try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .notFound)))
+    try channel.writeOutbound(HTTPResponsePart.end(nil))
+    #expect(try answer()?.0.status == .notFound)
+    #expect(try answer() == nil)
+    try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+    try channel.writeOutbound(HTTPResponsePart.end(nil))
+    _ = try answer()
+    try send(.get, readable)
+    #expect(try answer()?.1 == "hello")
+
+    // Not a GET, a GET with a body, and one that asks for the connection to close: handed on.
+    try send(.put, readable)
+    #expect(try handedOn().count == 2)
+    try channel.writeOutbound(HTTPResponsePart.end(nil))
+    _ = try channel.readOutbound(as: HTTPResponsePart.self)
+    for headers: HTTPFields in [[.contentLength: "3"], [.connection: "close"], [.origin: "https://app.example"]] {
+        try send(.get, readable, headers)
+        #expect(try answer() == nil)
+        #expect(try handedOn().count == 2)
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        _ = try channel.readOutbound(as: HTTPResponsePart.self)
+    }
+    #expect(try channel.finish().isClean)
 }

@@ -27,10 +27,14 @@ struct Gateway: HTTPResponder, Sendable {
     let sendsFiles: Bool
     let clock: @Sendable () -> Date
     let metrics = GatewayMetrics()
+    /// Both listeners' `Server` header.
+    static let serverName = "tollgate"
 
     /// A routed, authenticated and authorized request: what every handler receives.
     struct Call: Sendable {
-        let request: Request
+        let head: HTTPRequest
+        /// The request's body, not yet read (empty for a request answered at once).
+        let body: RequestBody
         let route: GatewayRoute
         let identity: GatewayIdentity
         /// What the token's role (and session policy) allows; nil for the root credentials.
@@ -55,8 +59,8 @@ struct Gateway: HTTPResponder, Sendable {
             logger[metadataKey: "gateway.access_key_id"] = "\(identity.accessKeyId)"
             return logger
         }
-        var headers: HTTPFields { request.headers }
-        func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
+        var headers: HTTPFields { head.headerFields }
+        func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { head.headerFields[$0] } }
         var metadataPrefix: String { dialect == .s3 ? "x-amz-meta-" : "x-oss-meta-" }
     }
 
@@ -119,61 +123,118 @@ struct Gateway: HTTPResponder, Sendable {
         return Response(status: .ok, headers: headers)
     }
 
-    func answer(_ request: Request, context: Context) async throws -> Response {
+    /// A request on its way through the gateway: what its answer, or its refusal, is rendered
+    /// with. Each step fills in what it learnt.
+    struct Attempt {
         let start = GatewayMetrics.now()
-        let snapshot = live.current
-        var context = context
-        context.identifyClient(request.headers, tls: tls, trustedProxies: snapshot.config.trustedProxies)
         let requestID = RequestID.next()
-        let signed = SignatureRequest(request, now: clock())
-        let rawPath = signed.rawPath
-        let scheme = SignatureScheme.detect(signed)
-        let dialect: Dialect = scheme.isOSS ? .oss : .s3
-        let isHead = request.method == .head
+        let isHead: Bool
+        var rawPath: String
+        var dialect = Dialect.s3
         var addressed: (bucket: String?, key: String?)?
         var operation: GatewayOperation?
-        let authenticator = Authenticator(root: snapshot.root, tokens: snapshot.tokens, revocations: revocations)
+
+        init(_ head: HTTPRequest) {
+            isHead = head.method == .head
+            rawPath = head.path ?? "/"
+        }
+    }
+
+    func answer(_ request: Request, context: Context) async throws -> Response {
+        var context = context
+        var attempt = Attempt(request.head)
         do {
-            let (bucket, key) = try Self.address(host: request.head.authority, rawPath: rawPath, baseDomain: snapshot.config.gatewayBaseDomain)
-            addressed = (bucket, key)
-            let query = Self.decodeQuery(signed.rawQueryItems)
-            let copySource = request.headers[dialect == .s3 ? .amzCopySource : .ossCopySource]
-            let route = try GatewayRoute.route(method: request.method.rawValue, bucket: bucket, key: key, query: query, copySource: copySource)
-            operation = route.operation
-            let identity = try authenticate(signed, scheme: scheme, dialect: dialect, bucket: bucket, key: key,
-                                            authenticator: authenticator, context: context)
-            let policy: EffectivePolicy?
-            do throws(GatewayError) { policy = try identity.claims.map { claims throws(GatewayError) in try Self.effectivePolicy(claims, policies: snapshot.policies) } } catch {
-                metrics.denied(.policyImplicitDeny)
-                context.logger.info("gateway request denied", metadata: [
-                    "gateway.operation": "\(route.operation.rawValue)", "gateway.access_key_id": "\(identity.accessKeyId)",
-                    "token.role": "\(identity.claims?.role ?? "-")", "policy.decision": "Deny (implicit)", "policy.statement": "\(error.message)",
-                ])
-                throw error
-            }
-            let call = Call(request: request, route: route, identity: identity, policy: policy, dialect: dialect, query: query,
-                            requestID: requestID, sourceIP: context.clientIP, secureTransport: context.secureTransport, baseLogger: context.logger,
-                            channel: context.channel)
-            try authorize(call)
+            let call = try admit(request.head, body: request.body, context: &context, attempt: &attempt)
             if request.headers[.expect] != nil {
                 // Accepted: now the client may send the body it held back (see ExpectContinueHandler).
                 try? await context.channel.triggerUserOutboundEvent(ExpectContinueHandler.SendContinue())
             }
             var response = try await handle(call)
-            // No handler sets it: appended, not searched for.
-            response.headers.append(HTTPField(name: dialect == .s3 ? .amzRequestID : .ossRequestID, value: requestID))
-            metrics.request(operation, dialect: dialect, status: Int(response.status.code), startedAt: start)
+            finish(&response.headers, status: response.status, attempt)
             return response
         } catch {
-            metrics.failed(error)
-            let gatewayError = Self.gatewayError(error, dialect: dialect, bucket: addressed?.bucket, key: addressed?.key)
-            metrics.request(operation, dialect: dialect, status: Int(gatewayError.status.code), startedAt: start)
-            if gatewayError.status == .internalServerError {
-                context.logger.error("gateway request failed", metadata: ["error": "\(error)", "gateway.request_id": "\(requestID)"])
-            }
-            let resource = addressed.map { "/" + [$0.bucket, $0.key].compactMap { $0 }.joined(separator: "/") } ?? PercentEncoding.decode(rawPath)
-            return gatewayError.response(dialect: dialect, requestID: requestID, resource: resource, isHead: isHead)
+            return refusal(error, attempt, context: context).response
         }
+    }
+
+    /// The answer to a GET of an object the store holds in memory, made at once, on the
+    /// connection's event loop (`GatewayFastPath`), by the same steps as `answer`: admitted,
+    /// then rendered by `objectAnswer`, or refused. nil for any other request, and then
+    /// Hummingbird hands it to `respond`. The store is asked before anything is verified, and
+    /// nothing it holds is rendered unless the request is admitted.
+    func answerAtOnce(_ head: HTTPRequest, context: Context) -> Rendered? {
+        guard head.method == .get, let target = head.path,
+              case let (bucket?, key?)? = try? Self.address(host: head.authority, rawPath: Self.split(target).path,
+                                                            baseDomain: live.current.config.gatewayBaseDomain),
+              let object = store.objectInMemory(bucket: bucket, key: key)
+        else { return nil }
+        var context = context
+        var attempt = Attempt(head)
+        do {
+            let call = try admit(head, body: RequestBody(buffer: ByteBuffer()), context: &context, attempt: &attempt)
+            // GET ?tagging, ?acl, …: their handlers, through Hummingbird.
+            guard case .getObject = call.route else { return nil }
+            var rendered = try objectAnswer(call, read: object.read(range: Self.range(call)))
+            finish(&rendered.headers, status: rendered.status, attempt)
+            return rendered
+        } catch {
+            return refusal(error, attempt, context: context)
+        }
+    }
+
+    /// Routes, authenticates and authorizes a request: every step before its handler, none of
+    /// which waits. Nothing is counted or logged unless the request is refused.
+    func admit(_ head: HTTPRequest, body: RequestBody, context: inout Context, attempt: inout Attempt) throws -> Call {
+        let snapshot = live.current
+        context.identifyClient(head.headerFields, tls: tls, trustedProxies: snapshot.config.trustedProxies)
+        let signed = SignatureRequest(head, now: clock())
+        attempt.rawPath = signed.rawPath
+        let scheme = SignatureScheme.detect(signed)
+        let dialect: Dialect = scheme.isOSS ? .oss : .s3
+        attempt.dialect = dialect
+        let (bucket, key) = try Self.address(host: head.authority, rawPath: signed.rawPath, baseDomain: snapshot.config.gatewayBaseDomain)
+        attempt.addressed = (bucket, key)
+        let query = Self.decodeQuery(signed.rawQueryItems)
+        let copySource = head.headerFields[dialect == .s3 ? .amzCopySource : .ossCopySource]
+        let route = try GatewayRoute.route(method: head.method.rawValue, bucket: bucket, key: key, query: query, copySource: copySource)
+        attempt.operation = route.operation
+        let authenticator = Authenticator(root: snapshot.root, tokens: snapshot.tokens, revocations: revocations)
+        let identity = try authenticate(signed, scheme: scheme, dialect: dialect, bucket: bucket, key: key,
+                                        authenticator: authenticator, context: context)
+        let policy: EffectivePolicy?
+        do throws(GatewayError) { policy = try identity.claims.map { claims throws(GatewayError) in try Self.effectivePolicy(claims, policies: snapshot.policies) } } catch {
+            metrics.denied(.policyImplicitDeny)
+            context.logger.info("gateway request denied", metadata: [
+                "gateway.operation": "\(route.operation.rawValue)", "gateway.access_key_id": "\(identity.accessKeyId)",
+                "token.role": "\(identity.claims?.role ?? "-")", "policy.decision": "Deny (implicit)", "policy.statement": "\(error.message)",
+            ])
+            throw error
+        }
+        let call = Call(head: head, body: body, route: route, identity: identity, policy: policy, dialect: dialect, query: query,
+                        requestID: attempt.requestID, sourceIP: context.clientIP, secureTransport: context.secureTransport,
+                        baseLogger: context.logger, channel: context.channel)
+        try authorize(call)
+        return call
+    }
+
+    /// Every answer's last touch: the dialect's request id (no handler sets it: appended, not
+    /// searched for), and the request counted.
+    func finish(_ headers: inout HTTPFields, status: HTTPResponse.Status, _ attempt: Attempt) {
+        headers.append(HTTPField(name: attempt.dialect == .s3 ? .amzRequestID : .ossRequestID, value: attempt.requestID))
+        metrics.request(attempt.operation, dialect: attempt.dialect, status: Int(status.code), startedAt: attempt.start)
+    }
+
+    /// A refused or failed request's answer, in its dialect, counted and, for a server error, logged.
+    func refusal(_ error: any Error, _ attempt: Attempt, context: Context) -> Rendered {
+        metrics.failed(error)
+        let addressed = attempt.addressed
+        let gatewayError = Self.gatewayError(error, dialect: attempt.dialect, bucket: addressed?.bucket, key: addressed?.key)
+        metrics.request(attempt.operation, dialect: attempt.dialect, status: Int(gatewayError.status.code), startedAt: attempt.start)
+        if gatewayError.status == .internalServerError {
+            context.logger.error("gateway request failed", metadata: ["error": "\(error)", "gateway.request_id": "\(attempt.requestID)"])
+        }
+        let resource = addressed.map { "/" + [$0.bucket, $0.key].compactMap { $0 }.joined(separator: "/") } ?? PercentEncoding.decode(attempt.rawPath)
+        return gatewayError.rendered(dialect: attempt.dialect, requestID: attempt.requestID, resource: resource, isHead: attempt.isHead)
     }
 
     // MARK: Addressing
@@ -351,7 +412,7 @@ struct Gateway: HTTPResponder, Sendable {
         var policyContext = PolicyContext(
             now: clock(), sourceIp: call.sourceIP, secureTransport: call.secureTransport,
             username: claims.subject, userid: claims.sessionName,
-            userAgent: call.request.headers[.userAgent], referer: call.request.headers[.referer],
+            userAgent: call.headers[.userAgent], referer: call.headers[.referer],
             jwtClaims: claims.claims ?? [:]
         )
         switch call.route {

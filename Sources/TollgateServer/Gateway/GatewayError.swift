@@ -8,6 +8,19 @@ enum Dialect: Sendable {
     case s3, oss
 }
 
+/// An answer whose body, if it has one, is in memory: what the gateway's steps that do not wait
+/// make. Hummingbird writes it as a `Response`; `GatewayFastPath` writes it to the connection.
+struct Rendered: Sendable {
+    var status: HTTPResponse.Status
+    var headers: HTTPFields
+    var body: ByteBuffer? = nil
+
+    var response: Response {
+        guard let body else { return Response(status: status, headers: headers) }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+}
+
 /// A client-visible gateway error. It renders itself as S3 or OSS XML, with Code, Message,
 /// Resource, RequestId and HostId, plus any extra elements (StringToSign, ServerTime, …).
 struct GatewayError: Error, Sendable {
@@ -27,6 +40,10 @@ struct GatewayError: Error, Sendable {
     }
 
     func response(dialect: Dialect, requestID: String, resource: String, isHead: Bool) -> Response {
+        rendered(dialect: dialect, requestID: requestID, resource: resource, isHead: isHead).response
+    }
+
+    func rendered(dialect: Dialect, requestID: String, resource: String, isHead: Bool) -> Rendered {
         var headers = self.headers
         headers[.contentType] = "application/xml"
         switch dialect {
@@ -42,12 +59,11 @@ struct GatewayError: Error, Sendable {
         xml.element("RequestId", requestID)
         xml.element("HostId", "tollgate")
         xml.end()
-        let body = ByteBuffer(string: xml.text)
         if isHead {
             headers[.contentLength] = "0"
-            return Response(status: status, headers: headers)
+            return Rendered(status: status, headers: headers)
         }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+        return Rendered(status: status, headers: headers, body: ByteBuffer(string: xml.text))
     }
 
     // MARK: The common errors

@@ -14,7 +14,7 @@ extension Gateway {
                     entry.element("CreationDate", WireDate.iso8601(bucket.creationDate, milliseconds: 0))
                     if call.dialect == .oss {
                         // OSS lists each bucket's location and endpoints; oss2 requires them.
-                        let host = call.request.head.authority ?? "127.0.0.1"
+                        let host = call.head.authority ?? "127.0.0.1"
                         entry.element("Location", "oss-" + Self.region)
                         entry.element("ExtranetEndpoint", host)
                         entry.element("IntranetEndpoint", host)
@@ -50,7 +50,7 @@ extension Gateway {
     /// single-node gateway (private ACL, locally redundant, versioning never enabled).
     func getBucketInfo(_ call: Call, bucket: String) async throws -> Response {
         let info = try await store.headBucket(bucket)
-        let host = call.request.head.authority ?? "127.0.0.1"
+        let host = call.head.authority ?? "127.0.0.1"
         var xml = document(call, root: "BucketInfo")
         xml.element("Bucket") { entry in
             entry.element("Name", bucket)

@@ -11,12 +11,17 @@ import TollgateXML
 extension Gateway {
     // MARK: Reading
 
+    /// The Range a GET or HEAD asks for; one that cannot be parsed is ignored, as S3 does.
+    static func range(_ call: Call) -> ByteRange? {
+        call.headers[.range].flatMap(ByteRange.parse)
+    }
+
     func getObject(_ call: Call, bucket: String, key: String, headOnly: Bool) async throws -> Response {
-        // A Range on HEAD is answered like GET's headers; a range that cannot be parsed is ignored, as S3 does.
-        let range = call.headers[.range].flatMap(ByteRange.parse)
+        // A Range on HEAD is answered like GET's headers.
+        let range = Self.range(call)
         if headOnly {
             let info = try await store.headObject(bucket: bucket, key: key)
-            if let early = try conditionalResponse(call, info: info) { return early }
+            if let notModified = try conditionalAnswer(call, info: info) { return notModified.response }
             var headers = objectHeaders(call, info: info)
             if range == nil { addReadChecksums(call, info.checksums, to: &headers) }
             if let range {
@@ -29,21 +34,12 @@ extension Gateway {
             return Response(status: .ok, headers: headers)
         }
         let read = try await store.getObject(bucket: bucket, key: key, range: range)
-        if let early = try conditionalResponse(call, info: read.info) { return early }
-        var headers = objectHeaders(call, info: read.info)
-        if !read.isPartial { addReadChecksums(call, read.info.checksums, to: &headers) }
-        applyResponseOverrides(call, to: &headers)
-        // Neither is among the object's headers: appended, not searched for.
-        headers.append(HTTPField(name: .contentLength, value: String(read.contentLength)))
-        if read.isPartial { headers.append(HTTPField(name: .contentRange, value: read.contentRange)) }
-        // A body already in memory goes out with its head in one write; a file's cached pages go
-        // from the page cache to the socket (plain TCP); anything else streams.
+        let answer = try objectAnswer(call, read: read)
+        if answer.status == .notModified || answer.body != nil { return answer.response }
+        // A file's cached pages go from the page cache to the socket (plain TCP); anything else streams.
         let sent = metrics.bytesSent(call.dialect)
         let body: ResponseBody
-        if let single = read.body.singleBuffer {
-            sent.increment(by: Int64(single.readableBytes))
-            body = ResponseBody(byteBuffer: single)
-        } else if sendsFiles, let segments = read.body.fileSegments {
+        if sendsFiles, let segments = read.body.fileSegments {
             let channel = call.channel
             body = ResponseBody { writer in
                 for try await segment in segments {
@@ -61,7 +57,26 @@ extension Gateway {
         } else {
             body = ResponseBody(asyncSequence: CountedBody(base: read.body, counter: sent))
         }
-        return Response(status: read.isPartial ? .partialContent : .ok, headers: headers, body: body)
+        return Response(status: answer.status, headers: answer.headers, body: body)
+    }
+
+    /// A GET's answer for `read`: 304 when a condition says so (412 is thrown), else 200 or 206
+    /// with the object's headers, and the body when it is in memory, sent with the head in one
+    /// write. Without `body`, the caller sends the read's body.
+    func objectAnswer(_ call: Call, read: ObjectRead) throws(GatewayError) -> Rendered {
+        if let notModified = try conditionalAnswer(call, info: read.info) { return notModified }
+        var headers = objectHeaders(call, info: read.info)
+        if !read.isPartial { addReadChecksums(call, read.info.checksums, to: &headers) }
+        applyResponseOverrides(call, to: &headers)
+        // Neither is among the object's headers: appended, not searched for.
+        headers.append(HTTPField(name: .contentLength, value: String(read.contentLength)))
+        if read.isPartial { headers.append(HTTPField(name: .contentRange, value: read.contentRange)) }
+        var answer = Rendered(status: read.isPartial ? .partialContent : .ok, headers: headers)
+        if let single = read.body.singleBuffer {
+            metrics.bytesSent(call.dialect).increment(by: Int64(single.readableBytes))
+            answer.body = single
+        }
+        return answer
     }
 
     /// A whole object's checksums on GET and HEAD: OSS's CRC-64 always (its SDKs check it by
@@ -92,7 +107,7 @@ extension Gateway {
     /// If-Match / If-Unmodified-Since (412) and If-None-Match / If-Modified-Since (304), with
     /// the precedence S3 documents: a matching If-Match overrides If-Unmodified-Since, and a
     /// failing If-None-Match overrides If-Modified-Since.
-    func conditionalResponse(_ call: Call, info: ObjectInfo) throws(GatewayError) -> Response? {
+    func conditionalAnswer(_ call: Call, info: ObjectInfo) throws(GatewayError) -> Rendered? {
         let modified = info.lastModifiedSeconds
         if let ifMatch = call.headers[.ifMatch] {
             if !ETag.matches(ifMatch, info.etag) { throw Self.preconditionFailed("If-Match") }
@@ -108,7 +123,7 @@ extension Gateway {
             notModified = false
         }
         guard notModified else { return nil }
-        return Response(status: .notModified, headers: [.eTag: info.etag, .lastModified: WireDate.httpDate(modified)])
+        return Rendered(status: .notModified, headers: [.eTag: info.etag, .lastModified: WireDate.httpDate(modified)])
     }
 
     /// The date of an `If-Modified-Since`-style header: an HTTP date, or ISO 8601.
@@ -228,7 +243,7 @@ extension Gateway {
             request.headerChecksum = nil
             check = .s3(request)
         }
-        return VerifiedBody(base: call.request.body, check: check, received: metrics.bytesReceived(call.dialect),
+        return VerifiedBody(base: call.body, check: check, received: metrics.bytesReceived(call.dialect),
                             computesCRC64: kind == .objectData && call.dialect == .oss)
     }
 
