@@ -306,12 +306,14 @@ public enum S3SigV4 {
     /// come from an unsigned `x-amz-content-sha256` header: its value is the last line of the
     /// canonical request, so the signature covers it all the same.
     static func checkSignedHeaderCoverage(_ headers: SignatureHeaders, signedHeaders: [String], presigned: Bool) throws(S3AuthError) {
-        var missing: [String] = []
-        if !signedHeaders.contains("host") { missing.append("host") }
-        missing += headers.names.filter { name in
-            name.hasPrefix(flavor.headerPrefix) && !signedHeaders.contains(name) && !(presigned && name == flavor.contentSHA256Header)
-        }.sorted()
-        if !missing.isEmpty {
+        var unsigned: [String] = []
+        for field in headers.fields where field.name.hasPrefix(flavor.headerPrefix) && !signedHeaders.contains(field.name)
+            && !(presigned && field.name == flavor.contentSHA256Header) && !unsigned.contains(field.name) {
+            unsigned.append(field.name)
+        }
+        let hostSigned = signedHeaders.contains("host")
+        if !unsigned.isEmpty || !hostSigned {
+            let missing = (hostSigned ? [] : ["host"]) + unsigned.sorted()
             throw .accessDenied("There were headers present in the request which were not signed: \(missing.joined(separator: ", "))")
         }
     }

@@ -57,21 +57,19 @@ extension SigV4Flavor {
     /// flavor's, the key id is empty or the date is not eight digits; the caller checks the service.
     func parseCredential(_ value: String) -> SigV4Credential? {
         let utf8 = value.utf8
-        var slashes: [String.Index] = []
-        var index = utf8.endIndex
-        while slashes.count < 4, let slash = utf8[..<index].lastIndex(of: UInt8(ascii: "/")) {
-            slashes.append(slash)
-            index = slash
-        }
-        guard slashes.count == 4 else { return nil }
-        func part(_ n: Int) -> Substring { value[utf8.index(after: slashes[n])..<(n == 0 ? utf8.endIndex : slashes[n - 1])] }
-        let accessKeyId = value[..<slashes[3]]
-        let date = part(3)
-        guard part(0) == terminator, !accessKeyId.isEmpty, date.utf8.count == 8,
+        // The last four slashes, from the end: before the terminator, service, region and date.
+        func slash(before end: String.Index) -> String.Index? { utf8[..<end].lastIndex(of: UInt8(ascii: "/")) }
+        guard let beforeTerminator = slash(before: utf8.endIndex), let beforeService = slash(before: beforeTerminator),
+              let beforeRegion = slash(before: beforeService), let beforeDate = slash(before: beforeRegion)
+        else { return nil }
+        func after(_ index: String.Index) -> String.Index { utf8.index(after: index) }
+        let date = value[after(beforeDate)..<beforeRegion]
+        guard value[after(beforeTerminator)...] == terminator, beforeDate != utf8.startIndex, date.utf8.count == 8,
               date.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
         else { return nil }
-        return SigV4Credential(accessKeyId: String(accessKeyId), date: String(date), region: String(part(2)),
-                               service: String(part(1)), scope: String(value[utf8.index(after: slashes[3])...]))
+        return SigV4Credential(accessKeyId: String(value[..<beforeDate]), date: String(date),
+                               region: String(value[after(beforeRegion)..<beforeService]),
+                               service: String(value[after(beforeService)..<beforeTerminator]), scope: String(value[after(beforeDate)...]))
     }
 
     /// The `Name=value` fields of an Authorization header after `<algorithm> `, separated by

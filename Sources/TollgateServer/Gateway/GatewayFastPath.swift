@@ -77,7 +77,7 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// answer has none, `Content-Length`.
     private func write(_ answer: Rendered, context: ChannelHandlerContext) {
         var headers = answer.headers
-        if headers[.contentLength] == nil { headers[.contentLength] = String(answer.body?.readableBytes ?? 0) }
+        if !headers.contains(.contentLength) { headers[.contentLength] = String(answer.body?.readableBytes ?? 0) }
         headers[.date] = httpDate(gateway.clock())
         headers[.server] = Gateway.serverName
         context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.status, headerFields: headers))), promise: nil)
