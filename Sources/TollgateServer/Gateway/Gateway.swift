@@ -129,14 +129,14 @@ struct Gateway: HTTPResponder, Sendable {
         let start = GatewayMetrics.now()
         let requestID = RequestID.next()
         let isHead: Bool
-        var rawPath: String
+        /// The path as sent, without the query (`admit` sets it before anything can fail).
+        var rawPath = "/"
         var dialect = Dialect.s3
         var addressed: (bucket: String?, key: String?)?
         var operation: GatewayOperation?
 
         init(_ head: HTTPRequest) {
             isHead = head.method == .head
-            rawPath = head.path ?? "/"
         }
     }
 
@@ -159,21 +159,18 @@ struct Gateway: HTTPResponder, Sendable {
 
     /// The answer to a GET of an object the store holds in memory, made at once, on the
     /// connection's event loop (`GatewayFastPath`), by the same steps as `answer`: admitted,
-    /// then rendered by `objectAnswer`, or refused. nil for any other request, and then
-    /// Hummingbird hands it to `respond`. The store is asked before anything is verified, and
-    /// nothing it holds is rendered unless the request is admitted.
+    /// then rendered by `objectAnswer`; or refused. nil when the request is admitted but is not
+    /// such a GET: Hummingbird then hands it to `respond`. The store is asked only once the
+    /// request is admitted, so a refusal takes the same path and time whether or not the object
+    /// is in memory, and tells nothing of it.
     func answerAtOnce(_ head: HTTPRequest, context: Context) -> Rendered? {
-        guard head.method == .get, let target = head.path,
-              case let (bucket?, key?)? = try? Self.address(host: head.authority, rawPath: Self.split(target).path,
-                                                            baseDomain: live.current.config.gatewayBaseDomain),
-              let object = store.objectInMemory(bucket: bucket, key: key)
-        else { return nil }
         var context = context
         var attempt = Attempt(head)
         do {
             let call = try admit(head, body: RequestBody(buffer: ByteBuffer()), context: &context, attempt: &attempt)
-            // GET ?tagging, ?acl, …: their handlers, through Hummingbird.
-            guard case .getObject = call.route else { return nil }
+            guard case .getObject(let bucket, let key) = call.route, let object = store.objectInMemory(bucket: bucket, key: key) else {
+                return nil
+            }
             var rendered = try objectAnswer(call, read: object.read(range: Self.range(call)))
             finish(&rendered.headers, status: rendered.status, attempt)
             return rendered

@@ -8,8 +8,10 @@ import TollgateDates
 
 /// Answers the GETs the store can answer from memory on the connection's event loop, as they
 /// arrive, without a Swift task: `Gateway.answerAtOnce` admits and renders them by the same
-/// steps as every other request, and this handler writes the answer. Every other request goes
-/// on to Hummingbird's responder, unchanged.
+/// steps as every other request, and this handler writes the answer. Every GET is admitted
+/// here, so its refusal is written here too; an admitted GET of anything else (an object not in
+/// memory, a listing) goes on to Hummingbird's responder, which admits it again (about 5 µs,
+/// 2 % of a 1 MiB GET). Every other request goes on unchanged.
 ///
 /// Hummingbird hands each request to a task through an async stream and writes its response
 /// through another, which costs a small GET about a third of its CPU time (bench/gateway.sh).
