@@ -416,7 +416,8 @@ public enum S3SigV4 {
                     PercentEncoding.appendCanonical(UnsafeBufferPointer(rebasing: raw[start..<(equals ?? end)]),
                                                     plusIsSpace: true, keepLiteralSlash: false, to: &arena)
                     let name = nameStart..<arena.count
-                    if excludingSignature && arena[name].elementsEqual(signatureParameter) {
+                    if excludingSignature && name.count == signatureParameter.count
+                        && arena.withUnsafeBufferPointer({ memcmp($0.baseAddress! + name.lowerBound, signatureParameter, name.count) == 0 }) {
                         arena.removeSubrange(name)
                     } else {
                         if let equals {

@@ -66,29 +66,34 @@ public struct RawQueryItem: Sendable, Equatable {
 
     public static func parse(_ query: String) -> [RawQueryItem] {
         guard !query.isEmpty else { return [] }
-        // Offsets found over the raw bytes, then turned into indices (O(1) for native strings).
-        var bounds: [(start: Int, equals: Int?, end: Int)] = []
-        var copy = query
-        copy.withUTF8 { bytes in
-            var start = 0
-            var equals: Int?
-            for offset in 0...bytes.count {
-                let byte = offset < bytes.count ? bytes[offset] : UInt8(ascii: "&")
-                if byte == UInt8(ascii: "&") {
-                    if offset > start { bounds.append((start, equals, offset)) }
-                    start = offset + 1
-                    equals = nil
-                } else if byte == UInt8(ascii: "="), equals == nil {
-                    equals = offset
-                }
+        let utf8 = query.utf8
+        // Offsets found over the raw bytes, turned into indices as they are found (O(1) for
+        // native strings, which every request's query is).
+        let items: [RawQueryItem]? = utf8.withContiguousStorageIfAvailable { bytes in
+            func index(_ offset: Int) -> String.Index { utf8.index(utf8.startIndex, offsetBy: offset) }
+            var items: [RawQueryItem] = []
+            items.reserveCapacity(8)
+            guard let base = bytes.baseAddress else { return items }
+            /// The offset of the first `byte` in `start..<end`, if any (memchr: a query is long).
+            func find(_ byte: UInt8, _ start: Int, _ end: Int) -> Int? {
+                memchr(base + start, Int32(byte), end - start).map { UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) - base }
             }
+            var start = 0
+            while start < bytes.count {
+                let end = find(UInt8(ascii: "&"), start, bytes.count) ?? bytes.count
+                let equals = find(UInt8(ascii: "="), start, end)
+                if end > start {
+                    let name = query[index(start)..<index(equals ?? end)]
+                    items.append(RawQueryItem(rawName: name, rawValue: equals.map { query[index($0 + 1)..<index(end)] }))
+                }
+                start = end + 1
+            }
+            return items
         }
-        let utf8 = copy.utf8
-        func index(_ offset: Int) -> String.Index { utf8.index(utf8.startIndex, offsetBy: offset) }
-        return bounds.map { bound in
-            guard let equals = bound.equals else { return RawQueryItem(rawName: copy[index(bound.start)..<index(bound.end)], rawValue: nil) }
-            return RawQueryItem(rawName: copy[index(bound.start)..<index(equals)], rawValue: copy[index(equals + 1)..<index(bound.end)])
-        }
+        if let items { return items }
+        var native = query
+        native.makeContiguousUTF8()
+        return parse(native)
     }
 }
 
