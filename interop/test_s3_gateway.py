@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -1008,3 +1009,51 @@ def test_aws_chunked_upload_with_a_wrong_trailer_checksum_stores_nothing(gw, cre
     assert excinfo.value.response["Error"]["Code"] == "BadDigest"
     assert_absent(root, "chunked/corrupt.bin")
     assert_no_temporary_files(gw)
+
+
+# ---------------------------------------------------------------------------------------------
+# A small object's first GET is read from the store's files; it then stays in memory, and later
+# GETs are answered on the connection's event loop (GatewayFastPath). The answers must be the
+# same, header for header, apart from the date and the request id.
+
+VARYING = {"date", "x-amz-request-id", "x-oss-request-id"}
+
+
+def same_answer(first: requests.Response, second: requests.Response):
+    """Status, headers and body alike, but for the date and the request id (also in an error's XML)."""
+    body = lambda response: re.sub(rb"<RequestId>[^<]*</RequestId>", b"", response.content)
+    assert (first.status_code, body(first)) == (second.status_code, body(second))
+    strip = lambda headers: {k.lower(): v for k, v in headers.items() if k.lower() not in VARYING}
+    assert strip(first.headers) == strip(second.headers)
+
+
+@pytest.mark.parametrize("headers", [{}, {"Range": "bytes=2-5"}, {"Range": "bytes=100-"}])
+def test_a_small_objects_answer_is_the_same_from_memory(s3, headers):
+    key = "fast/small-" + "-".join(f"{k}{v}" for k, v in headers.items()).replace("=", "").replace(" ", "")
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"0123456789", ContentType="text/plain", Metadata={"owner": "me"},
+                  Tagging="a=1")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": key, "ResponseCacheControl": "no-store"})
+    first = requests.get(url, headers=headers)  # from the file: nothing has read it whole yet
+    requests.get(url)  # a whole read: now it is in memory
+    second = requests.get(url, headers=headers)
+    same_answer(first, second)
+    assert first.status_code in (200, 206, 416)
+    # Conditions are answered from memory as from disk.
+    etag = second.headers.get("ETag") or s3.head_object(Bucket=BUCKET, Key=key)["ETag"]
+    same_answer(requests.get(url, headers={**headers, "If-None-Match": etag}), requests.get(url, headers={**headers, "If-None-Match": etag}))
+    assert requests.get(url, headers={"If-Match": '"nope"'}).status_code == 412
+    # boto3 reads it the same both ways.
+    reads = [s3.get_object(Bucket=BUCKET, Key=key) for _ in range(2)]
+    assert [r["Body"].read() for r in reads] == [b"0123456789"] * 2
+    assert reads[0]["Metadata"] == reads[1]["Metadata"] == {"owner": "me"}
+
+
+def test_a_refused_get_is_the_same_whether_or_not_the_object_is_in_memory(s3):
+    s3.put_object(Bucket=BUCKET, Key="fast/refused.txt", Body=b"secret-ish")
+    good = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": "fast/refused.txt"})
+    assert requests.get(good).status_code == 200  # now in memory
+    forged = good[:-1] + ("1" if good.endswith("0") else "0")
+    in_memory = requests.get(forged)
+    missing = requests.get(forged.replace("fast/refused.txt", "fast/never-written.txt"))
+    assert in_memory.status_code == missing.status_code == 403
+    assert xml_error(in_memory.content)["Code"] == xml_error(missing.content)["Code"] == "SignatureDoesNotMatch"
