@@ -6,6 +6,7 @@ Requests are signed by botocore (`S3SigV4Auth`) or presigned by boto3: no signat
 computed here.
 """
 import socket
+import threading
 import time
 
 import botocore.auth
@@ -281,3 +282,51 @@ def test_stalled_signed_chunks_do_not_hold_memory(gw, root, full):
     while leftover_temporary_files(gw) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert leftover_temporary_files(gw) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory: GETs pipelined by a client that reads none of the answers do not pile up answers.
+
+
+def test_pipelined_gets_whose_answers_are_not_read_do_not_pile_up(gw, root):
+    """Small objects are answered as soon as their GET is read (GatewayFastPath). A client that
+    pipelines GETs and reads nothing would make the server queue an answer per request for as long
+    as it sends (the bodies are shared, the heads are not: 42 MiB for these 30 MiB of requests);
+    once the connection stops being writable, the server stops answering at once, and
+    Hummingbird's responder waits for the client, which stops the reading of further requests."""
+    body = b"p" * 8192  # small enough to be kept in memory
+    root.put_object(Bucket=BUCKET, Key="pipelined.bin", Body=body)
+    url = root.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": "pipelined.bin"}, ExpiresIn=600)
+    assert requests.get(url).content == body  # read whole once: now in memory
+    target = url[len(gw.gateway_url):]
+    request = f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{gw.gateway_port}\r\n\r\n".encode()
+    count = 65536  # 512 MiB of answers, about 30 MiB of requests
+    before = rss_mib(gw)
+    sock = socket.create_connection(("127.0.0.1", gw.gateway_port), timeout=60)
+    sender = threading.Thread(target=lambda: sock.sendall(request * count), daemon=True)
+    sender.start()
+    time.sleep(3)
+    grown = rss_mib(gw) - before
+    # Then every answer is read: all of them arrive, whole and in order.
+    received = b""
+    answers = 0
+    deadline = time.monotonic() + 60
+    while answers < count and time.monotonic() < deadline:
+        piece = sock.recv(1 << 20)
+        if not piece:
+            break
+        received += piece
+        # Each answer: a head, then the 8 KiB body; count whole answers and drop them.
+        while True:
+            end = received.find(b"\r\n\r\n")
+            if end < 0 or len(received) < end + 4 + len(body):
+                break
+            assert received.startswith(b"HTTP/1.1 200 OK"), received[:200]
+            assert received[end + 4:end + 4 + len(body)] == body
+            received = received[end + 4 + len(body):]
+            answers += 1
+    sock.close()
+    sender.join(timeout=10)
+    assert answers == count
+    assert grown < 24, f"RSS grew by {grown:.0f} MiB while the answers were not read"
+    alive(gw)

@@ -21,6 +21,10 @@ import TollgateDates
 /// shutdown see the requests answered here like any other. Answers keep their requests' order:
 /// while a request handed on is unanswered, every later one is handed on too. A request
 /// answered here has no body (none is announced), so its end is all that follows its head.
+/// While the connection is not writable (its client does not read what it asked for), requests
+/// are handed on too, and Hummingbird's responder waits for the client, which stops the reading
+/// of further requests: a client that pipelines GETs without reading the answers cannot make
+/// the server queue answers without bound.
 final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -44,7 +48,7 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            if handedOn == 0, Self.mayAnswer(head),
+            if handedOn == 0, context.channel.isWritable, Self.mayAnswer(head),
                let answer = gateway.answerAtOnce(head, context: TollgateRequestContext(source: .init(channel: context.channel, logger: logger))) {
                 answered = true
                 write(answer, context: context)
