@@ -91,8 +91,8 @@ func idleTimeout(_ config: TollgateConfig) -> TimeAmount {
     .seconds(Int64(config.idleTimeoutSeconds))
 }
 
-/// The object gateway's responder (port 9000). `sendsFiles`: the connections it answers have a
-/// `FileSendHandler` (plain TCP), so file-backed bodies go out with sendfile.
+/// The object gateway's responder (port 9000). `sendsFiles`: the connections it answers are
+/// plain TCP, so file-backed bodies go out with sendfile (`HTTP1Codec.SendFile`).
 public func buildGatewayResponder(state: TollgateState, store: any ObjectStore, sendsFiles: Bool = false) -> some HTTPResponder<TollgateRequestContext> {
     makeGateway(state: state, store: store, sendsFiles: sendsFiles)
 }
@@ -115,7 +115,7 @@ public func buildGatewayApplication(state: TollgateState, store: any ObjectStore
         // TLS sits below HTTP: ExpectContinueHandler sees decrypted HTTP parts, as without TLS.
         server: try pinnedHTTPServer(
             .init(
-                additionalChannelHandlers: sendsFiles ? [ExpectContinueHandler(), FileSendHandler()] : [ExpectContinueHandler()],
+                additionalChannelHandlers: [ExpectContinueHandler()],
                 idleTimeout: idleTimeout(config)
             ),
             certificates: certificates,

@@ -1,6 +1,7 @@
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTPTypesHTTP1
 
 /// Runs a connection's Swift tasks on the connection's own event loop.
 ///
@@ -30,6 +31,7 @@ final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
 /// sends faster than it is read (NIO's default is 64 KiB): fewer, larger body parts for an
 /// upload, each of which costs a trip through the HTTP decoder and the request body's stream.
 /// Reads of small requests stay small: the allocator grows only after a read fills its buffer.
+/// Its HTTP/1 codec is `HTTP1Codec` instead of NIO's (see there).
 /// With `answersAtOnce`, each connection gets that handler (`GatewayFastPath`) just before its
 /// requests reach Hummingbird's responder: after `HTTPConnectionStateHandler`, which then sees
 /// every request and response, wherever it is answered.
@@ -46,8 +48,11 @@ struct EventLoopPinnedChannel<Base: ServerChildChannel>: ServerChildChannel {
             ready = channel.setOption(ChannelOptions.recvAllocator, value: allocator)
         }
         return ready.flatMap { base.setup(channel: channel, logger: logger) }.flatMapThrowing { value in
+            let pipeline = channel.pipeline.syncOperations
+            let codec = try pipeline.context(handlerType: HTTP1ToHTTPServerCodec.self)
+            try pipeline.addHandler(HTTP1Codec(), position: .after(codec.handler))
+            pipeline.removeHandler(context: codec, promise: nil)
             if let answersAtOnce {
-                let pipeline = channel.pipeline.syncOperations
                 try pipeline.addHandler(answersAtOnce(logger), position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
             }
             return value

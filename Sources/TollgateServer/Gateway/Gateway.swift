@@ -23,7 +23,7 @@ struct Gateway: HTTPResponder, Sendable {
     let revocations: RevocationStore?
     /// The gateway listener speaks TLS.
     let tls: Bool
-    /// Connections have a `FileSendHandler`: file-backed bodies go out with sendfile.
+    /// Connections are plain TCP: file-backed bodies go out with sendfile (`HTTP1Codec.SendFile`).
     let sendsFiles: Bool
     let clock: @Sendable () -> Date
     let metrics = GatewayMetrics()
@@ -50,7 +50,7 @@ struct Gateway: HTTPResponder, Sendable {
         /// `aws:SecureTransport`.
         let secureTransport: Bool
         let baseLogger: Logger
-        /// The connection, for `FileSendHandler.Send`.
+        /// The connection, for `HTTP1Codec.SendFile`.
         let channel: any Channel
         /// The request's logger, with its id and access key (built only when something is logged).
         var logger: Logger {

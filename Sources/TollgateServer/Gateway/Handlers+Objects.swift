@@ -45,7 +45,7 @@ extension Gateway {
                 for try await segment in segments {
                     switch segment {
                     case .cached(let span):
-                        try await channel.triggerUserOutboundEvent(FileSendHandler.Send(span: span))
+                        try await channel.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span))
                         sent.increment(by: Int64(span.range.count))
                     case .bytes(let buffer):
                         try await writer.write(buffer)
