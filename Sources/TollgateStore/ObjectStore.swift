@@ -222,28 +222,59 @@ public struct UploadChecksum: Sendable, Equatable {
     }
 }
 
+/// An object's committed row, as clients see it. Its fields live in one immutable box, so a
+/// copy (out of the object cache, into a read, along a listing) costs one reference count rather
+/// than one for each string and table in it. With `objectHeaders` reading the metadata once, a
+/// presigned 4 KiB GET makes about 140 fewer reference-count operations, of about 2,150
+/// (callgrind; each is an atomic instruction).
 public struct ObjectInfo: Sendable, Equatable {
-    public let bucket: String
-    public let key: String
-    public let size: Int64
+    private final class Fields: Sendable {
+        let bucket: String
+        let key: String
+        let size: Int64
+        let etag: String
+        let lastModified: Date
+        let metadata: ObjectMetadata
+        let isAppendable: Bool
+        let checksums: ObjectChecksums
+
+        init(bucket: String, key: String, size: Int64, etag: String, lastModified: Date, metadata: ObjectMetadata, isAppendable: Bool,
+             checksums: ObjectChecksums) {
+            self.bucket = bucket
+            self.key = key
+            self.size = size
+            self.etag = etag
+            self.lastModified = lastModified
+            self.metadata = metadata
+            self.isAppendable = isAppendable
+            self.checksums = checksums
+        }
+    }
+
+    private let fields: Fields
+
+    public var bucket: String { fields.bucket }
+    public var key: String { fields.key }
+    public var size: Int64 { fields.size }
     /// Quoted, as sent in the `ETag` header: `"<md5 hex>"` or `"<md5 of part md5s>-N"`.
-    public let etag: String
+    public var etag: String { fields.etag }
     /// Millisecond precision; HTTP dates use whole seconds (`lastModifiedSeconds`).
-    public let lastModified: Date
-    public let metadata: ObjectMetadata
-    public let isAppendable: Bool
-    public let checksums: ObjectChecksums
+    public var lastModified: Date { fields.lastModified }
+    public var metadata: ObjectMetadata { fields.metadata }
+    public var isAppendable: Bool { fields.isAppendable }
+    public var checksums: ObjectChecksums { fields.checksums }
 
     public init(bucket: String, key: String, size: Int64, etag: String, lastModified: Date, metadata: ObjectMetadata, isAppendable: Bool,
                 checksums: ObjectChecksums = .none) {
-        self.bucket = bucket
-        self.key = key
-        self.size = size
-        self.etag = etag
-        self.lastModified = lastModified
-        self.metadata = metadata
-        self.isAppendable = isAppendable
-        self.checksums = checksums
+        fields = Fields(bucket: bucket, key: key, size: size, etag: etag, lastModified: lastModified, metadata: metadata,
+                        isAppendable: isAppendable, checksums: checksums)
+    }
+
+    public static func == (lhs: ObjectInfo, rhs: ObjectInfo) -> Bool {
+        lhs.fields === rhs.fields
+            || (lhs.bucket == rhs.bucket && lhs.key == rhs.key && lhs.size == rhs.size && lhs.etag == rhs.etag
+                && lhs.lastModified == rhs.lastModified && lhs.metadata == rhs.metadata && lhs.isAppendable == rhs.isAppendable
+                && lhs.checksums == rhs.checksums)
     }
 
     /// OSS `x-oss-next-append-position` for appendable objects.

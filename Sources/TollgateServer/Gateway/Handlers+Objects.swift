@@ -138,22 +138,23 @@ extension Gateway {
 
     /// The stored headers, exactly as they were given, plus ETag, Last-Modified and user metadata.
     func objectHeaders(_ call: Call, info: ObjectInfo) -> HTTPFields {
+        let metadata = info.metadata
         var headers: HTTPFields = [
             .eTag: info.etag,
             .lastModified: WireDate.httpDate(info.lastModifiedSeconds),
             .acceptRanges: "bytes",
-            .contentType: info.metadata.contentType ?? (call.dialect == .s3 ? "binary/octet-stream" : "application/octet-stream"),
+            .contentType: metadata.contentType ?? (call.dialect == .s3 ? "binary/octet-stream" : "application/octet-stream"),
         ]
-        if let value = info.metadata.contentEncoding { headers[.contentEncoding] = value }
-        if let value = info.metadata.contentDisposition { headers[.contentDisposition] = value }
-        if let value = info.metadata.cacheControl { headers[.cacheControl] = value }
-        if let value = info.metadata.expires { headers[.expires] = value }
-        if let value = info.metadata.contentLanguage { headers[.contentLanguage] = value }
-        for (name, value) in info.metadata.userMetadata.sorted(by: { $0.key < $1.key }) {
+        if let value = metadata.contentEncoding { headers[.contentEncoding] = value }
+        if let value = metadata.contentDisposition { headers[.contentDisposition] = value }
+        if let value = metadata.cacheControl { headers[.cacheControl] = value }
+        if let value = metadata.expires { headers[.expires] = value }
+        if let value = metadata.contentLanguage { headers[.contentLanguage] = value }
+        for (name, value) in metadata.userMetadata.sorted(by: { $0.key < $1.key }) {
             if let field = HTTPField.Name(call.metadataPrefix + name) { headers.append(HTTPField(name: field, value: value)) }
         }
-        if !info.metadata.tags.isEmpty {
-            headers.append(HTTPField(name: call.dialect == .s3 ? .amzTaggingCount : .ossTaggingCount, value: String(info.metadata.tags.count)))
+        if !metadata.tags.isEmpty {
+            headers.append(HTTPField(name: call.dialect == .s3 ? .amzTaggingCount : .ossTaggingCount, value: String(metadata.tags.count)))
         }
         if call.dialect == .oss {
             headers[.ossObjectType] = info.isAppendable ? "Appendable" : (info.etag.contains("-") ? "Multipart" : "Normal")
