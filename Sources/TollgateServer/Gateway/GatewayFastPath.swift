@@ -83,9 +83,10 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// answer has none, `Content-Length`.
     private func write(_ answer: Rendered, context: ChannelHandlerContext) {
         var headers = answer.headers
-        if !headers.contains(.contentLength) { headers[.contentLength] = String(answer.body?.readableBytes ?? 0) }
-        headers[.date] = httpDate(gateway.clock())
-        headers[.server] = Gateway.serverName
+        if !headers.contains(.contentLength) { headers.append(HTTPField(name: .contentLength, value: String(answer.body?.readableBytes ?? 0))) }
+        // No answer of the gateway's sets either: appended, not searched for.
+        headers.append(HTTPField(name: .date, value: httpDate(gateway.clock())))
+        headers.append(HTTPField(name: .server, value: Gateway.serverName))
         context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.status, headerFields: headers))), promise: nil)
         if let body = answer.body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
