@@ -212,17 +212,16 @@ public enum Crypto {
     public static func digest<Bytes: Sequence<UInt8>>(_ algorithm: DigestAlgorithm, _ data: Bytes) throws(CryptoError) -> [UInt8] {
         // Bytes in one piece (as every signature's canonical request is): one call, no context kept.
         let algorithms = try Algorithms.get()
-        let oneShot: [UInt8]?? = data.withContiguousStorageIfAvailable { bytes in
+        let oneShot = data.withContiguousStorageIfAvailable { bytes -> Result<[UInt8], CryptoError> in
             var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
             var length: UInt32 = 0
-            guard EVP_Digest(bytes.baseAddress, bytes.count, &output, &length, algorithms.md(algorithm), nil) == 1 else { return nil }
+            guard EVP_Digest(bytes.baseAddress, bytes.count, &output, &length, algorithms.md(algorithm), nil) == 1 else {
+                return .failure(CryptoError("EVP_Digest"))
+            }
             output.removeLast(output.count - Int(length))
-            return output
+            return .success(output)
         }
-        if let oneShot {
-            guard let oneShot else { throw CryptoError("EVP_Digest") }
-            return oneShot
-        }
+        if let oneShot { return try oneShot.get() }
         let digest = try StreamingDigest(algorithm)
         try digest.update(data)
         return try digest.finalize()
