@@ -413,6 +413,10 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     /// A small object read before, from the object cache.
+    public func infoInMemory(bucket: String, key: String) -> ObjectInfo? {
+        objectCache.get(bucket: bucket, key: key).object?.info
+    }
+
     public func objectInMemory(bucket: String, key: String) -> ObjectInMemory? {
         let cached = objectCache.get(bucket: bucket, key: key)
         guard let info = cached.object?.info, let bytes = cached.body else { return nil }

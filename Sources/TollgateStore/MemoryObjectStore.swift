@@ -242,6 +242,10 @@ public final class MemoryObjectStore: ObjectStore {
         return ObjectInMemory(info: object.info, bytes: object.bytes)
     }
 
+    public func infoInMemory(bucket: String, key: String) -> ObjectInfo? {
+        state.withLock { try? $0.object(bucket, key).info }
+    }
+
     public func headObject(bucket: String, key: String) async throws -> ObjectInfo {
         try state.withLock { (state) throws(StoreError) in try state.object(bucket, key).info }
     }

@@ -52,6 +52,10 @@ public protocol ObjectStore: Sendable {
     /// for a missing object (`getObject` then says why); a store that keeps nothing in memory
     /// always answers nil. The gateway answers such GETs on the connection's event loop.
     func objectInMemory(bucket: String, key: String) -> ObjectInMemory?
+    /// The object's row, when the store holds it in memory (a cached row, whatever the size of
+    /// its object): what `headObject` would return, had at once. nil otherwise, and for a
+    /// missing object. The gateway answers such HEADs on the connection's event loop.
+    func infoInMemory(bucket: String, key: String) -> ObjectInfo?
     /// Idempotent: deleting a missing key succeeds.
     func deleteObject(bucket: String, key: String) async throws
     func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult]

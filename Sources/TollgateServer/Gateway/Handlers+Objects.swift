@@ -19,20 +19,7 @@ extension Gateway {
     func getObject(_ call: Call, bucket: String, key: String, headOnly: Bool) async throws -> Response {
         // A Range on HEAD is answered like GET's headers.
         let range = Self.range(call)
-        if headOnly {
-            let info = try await store.headObject(bucket: bucket, key: key)
-            if let notModified = try conditionalAnswer(call, info: info) { return notModified.response }
-            var headers = objectHeaders(call, info: info)
-            if range == nil { addReadChecksums(call, info.checksums, to: &headers) }
-            if let range {
-                let resolved = try range.resolve(size: info.size)
-                headers[.contentLength] = String(resolved.count)
-                headers[.contentRange] = "bytes \(resolved.lowerBound)-\(resolved.upperBound - 1)/\(info.size)"
-                return Response(status: .partialContent, headers: headers)
-            }
-            headers[.contentLength] = String(info.size)
-            return Response(status: .ok, headers: headers)
-        }
+        if headOnly { return try headAnswer(call, info: try await store.headObject(bucket: bucket, key: key)).response }
         let read = try await store.getObject(bucket: bucket, key: key, range: range)
         let answer = try objectAnswer(call, read: read)
         if answer.status == .notModified || answer.body != nil { return answer.response }
@@ -77,6 +64,22 @@ extension Gateway {
             answer.body = single
         }
         return answer
+    }
+
+    /// A HEAD's answer for `info`: a GET's status and headers, without its body (a Range on HEAD
+    /// is answered like GET's headers) and without `response-*` overrides.
+    func headAnswer(_ call: Call, info: ObjectInfo) throws -> Rendered {
+        if let notModified = try conditionalAnswer(call, info: info) { return notModified }
+        var headers = objectHeaders(call, info: info)
+        guard let range = Self.range(call) else {
+            addReadChecksums(call, info.checksums, to: &headers)
+            headers[.contentLength] = String(info.size)
+            return Rendered(status: .ok, headers: headers)
+        }
+        let resolved = try range.resolve(size: info.size)
+        headers[.contentLength] = String(resolved.count)
+        headers[.contentRange] = "bytes \(resolved.lowerBound)-\(resolved.upperBound - 1)/\(info.size)"
+        return Rendered(status: .partialContent, headers: headers)
     }
 
     /// A whole object's checksums on GET and HEAD: OSS's CRC-64 always (its SDKs check it by
