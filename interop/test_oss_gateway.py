@@ -823,3 +823,19 @@ def test_a_small_objects_answer_is_the_same_from_memory(bucket, version):
     assert strip(requests.get(url)) == strip(from_file)
     assert strip(requests.get(url, headers={"Range": "bytes=2-5"})) == strip(ranged_from_file)
     assert bucket.get_object(key).read() == b"0123456789"
+
+
+def test_a_head_is_the_same_from_memory(bucket, version):
+    """The first HEAD after a write reads the row from the index; later ones find it in memory and
+    are answered on the connection's event loop. Both alike, but for the date and the request id."""
+    key = f"{version}/fast/head.txt"
+    bucket.put_object(key, b"0123456789", headers={"Content-Type": "text/plain", "x-oss-meta-owner": "me"})
+    url = bucket.sign_url("HEAD", key, 60)
+    varying = {"date", "x-oss-request-id"}
+    strip = lambda response: (response.status_code, response.content,
+                              {k.lower(): v for k, v in response.headers.items() if k.lower() not in varying})
+    from_index = requests.head(url)
+    assert from_index.status_code == 200 and from_index.headers["x-oss-hash-crc64ecma"]
+    assert from_index.headers["Content-Length"] == "10" and from_index.headers["x-oss-meta-owner"] == "me"
+    assert strip(requests.head(url)) == strip(from_index)
+    assert bucket.head_object(key).content_length == 10

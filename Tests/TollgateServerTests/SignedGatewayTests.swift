@@ -616,8 +616,8 @@ func noRulesNoPreflight() async throws {
 
 // MARK: Answered at once
 
-@Test("GETs of objects in memory are answered on the connection, refusals too, in request order; the rest reach the responder")
-func getsOfObjectsInMemoryAreAnsweredAtOnce() async throws {
+@Test("GETs and HEADs of objects in memory are answered on the connection, refusals too, in request order; the rest reach the responder")
+func getsAndHeadsOfObjectsInMemoryAreAnsweredAtOnce() async throws {
     let fixture = try Fixture(roles: ["writer": writerPolicy, "cors": corsPolicy], now: { now })
     defer { fixture.remove() }
     let store = try await makeGatewayStore(buckets: ["tollgate", "private"])
@@ -668,6 +668,24 @@ func getsOfObjectsInMemoryAreAnsweredAtOnce() async throws {
     try send(.get, readable, [.ifNoneMatch: etag])
     #expect(try answer()?.0.status == .notModified)
 
+    // HEAD of an object whose row is in memory: GET's headers without the body; a range and a
+    // condition as for GET; a refusal without its XML body.
+    let headable = try presignS3(Unsigned(.head, "tollgate", "docs/a.txt"), credentials)
+    try send(.head, headable)
+    let (headed, headedBody) = try #require(try answer())
+    #expect(headed.status == .ok && headedBody.isEmpty && headed.headerFields[.eTag] == etag)
+    #expect(headed.headerFields[.contentLength] == "5" && headed.headerFields[.contentType] == "text/plain")
+    try send(.head, headable, [.range: "bytes=1-2"])
+    let (headedPartial, _) = try #require(try answer())
+    #expect(headedPartial.status == .partialContent && headedPartial.headerFields[.contentLength] == "2")
+    #expect(headedPartial.headerFields[.contentRange] == "bytes 1-2/5")
+    try send(.head, headable, [.ifNoneMatch: etag])
+    #expect(try answer()?.0.status == .notModified)
+    try send(.head, String(headable.dropLast()) + (headable.hasSuffix("0") ? "1" : "0"))
+    let (headRefused, headRefusedBody) = try #require(try answer())
+    #expect(headRefused.status == .forbidden && headRefusedBody.isEmpty && headRefused.headerFields[.contentLength] == "0")
+    #expect(try handedOn().isEmpty)
+
     // Refused by the policy's Deny, or by its signature: the refusal is rendered here.
     try send(.get, try presignS3(Unsigned(.get, "tollgate", "secret/s.txt"), credentials))
     let (denied, deniedBody) = try #require(try answer())
@@ -707,11 +725,15 @@ func getsOfObjectsInMemoryAreAnsweredAtOnce() async throws {
     _ = try channel.readOutbound(as: HTTPResponsePart.self)
     channel.isWritable = true
 
-    // Not a GET, a GET with a body, and one that asks for the connection to close: handed on.
-    try send(.put, readable)
-    #expect(try handedOn().count == 2)
-    try channel.writeOutbound(HTTPResponsePart.end(nil))
-    _ = try channel.readOutbound(as: HTTPResponsePart.self)
+    // A HEAD of a row not in memory, a PUT, a GET with a body, and one that asks for the
+    // connection to close: handed on.
+    for (method, target) in [(HTTPRequest.Method.head, try presignS3(Unsigned(.head, "tollgate", "docs/missing.txt"), credentials)), (.put, readable)] {
+        try send(method, target)
+        #expect(try answer() == nil)
+        #expect(try handedOn().count == 2)
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        _ = try channel.readOutbound(as: HTTPResponsePart.self)
+    }
     for headers: HTTPFields in [[.contentLength: "3"], [.connection: "close"], [.origin: "https://app.example"]] {
         try send(.get, readable, headers)
         #expect(try answer() == nil)

@@ -157,10 +157,11 @@ struct Gateway: HTTPResponder, Sendable {
         }
     }
 
-    /// The answer to a GET of an object the store holds in memory, made at once, on the
-    /// connection's event loop (`GatewayFastPath`), by the same steps as `answer`: admitted,
-    /// then rendered by `objectAnswer`; or refused. nil when the request is admitted but is not
-    /// such a GET: Hummingbird then hands it to `respond`. The store is asked only once the
+    /// The answer to a GET of an object the store holds in memory, or to a HEAD of an object whose
+    /// row it holds, made at once, on the connection's event loop (`GatewayFastPath`), by the same
+    /// steps as `answer`: admitted, then rendered by `objectAnswer` or `headAnswer`; or refused.
+    /// nil when the request is admitted but is not such a GET or HEAD: Hummingbird then hands it
+    /// to `respond`. The store is asked only once the
     /// request is admitted, so a refusal takes the same path and time whether or not the object
     /// is in memory, and tells nothing of it.
     func answerAtOnce(_ head: HTTPRequest, context: Context) -> Rendered? {
@@ -168,10 +169,17 @@ struct Gateway: HTTPResponder, Sendable {
         var attempt = Attempt(head)
         do {
             let call = try admit(head, body: RequestBody(buffer: ByteBuffer()), context: &context, attempt: &attempt)
-            guard case .getObject(let bucket, let key) = call.route, let object = store.objectInMemory(bucket: bucket, key: key) else {
+            var rendered: Rendered
+            switch call.route {
+            case .getObject(let bucket, let key):
+                guard let object = store.objectInMemory(bucket: bucket, key: key) else { return nil }
+                rendered = try objectAnswer(call, read: object.read(range: Self.range(call)))
+            case .headObject(let bucket, let key):
+                guard let info = store.infoInMemory(bucket: bucket, key: key) else { return nil }
+                rendered = try headAnswer(call, info: info)
+            default:
                 return nil
             }
-            var rendered = try objectAnswer(call, read: object.read(range: Self.range(call)))
             finish(&rendered.headers, status: rendered.status, attempt)
             return rendered
         } catch {
