@@ -161,9 +161,8 @@ struct Gateway: HTTPResponder, Sendable {
     /// row it holds, made at once, on the connection's event loop (`GatewayFastPath`), by the same
     /// steps as `answer`: admitted, then rendered by `objectAnswer` or `headAnswer`; or refused.
     /// nil when the request is admitted but is not such a GET or HEAD: Hummingbird then hands it
-    /// to `respond`. The store is asked only once the
-    /// request is admitted, so a refusal takes the same path and time whether or not the object
-    /// is in memory, and tells nothing of it.
+    /// to `respond`. The store is asked only once the request is admitted, so a refusal takes the
+    /// same path and time whether or not the object is in memory, and tells nothing of it.
     func answerAtOnce(_ head: HTTPRequest, context: Context) -> Rendered? {
         var context = context
         var attempt = Attempt(head)

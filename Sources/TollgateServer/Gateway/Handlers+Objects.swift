@@ -17,10 +17,8 @@ extension Gateway {
     }
 
     func getObject(_ call: Call, bucket: String, key: String, headOnly: Bool) async throws -> Response {
-        // A Range on HEAD is answered like GET's headers.
-        let range = Self.range(call)
         if headOnly { return try headAnswer(call, info: try await store.headObject(bucket: bucket, key: key)).response }
-        let read = try await store.getObject(bucket: bucket, key: key, range: range)
+        let read = try await store.getObject(bucket: bucket, key: key, range: Self.range(call))
         let answer = try objectAnswer(call, read: read)
         if answer.status == .notModified || answer.body != nil { return answer.response }
         // A file's cached pages go from the page cache to the socket (plain TCP); anything else streams.
