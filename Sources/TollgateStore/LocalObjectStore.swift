@@ -412,11 +412,12 @@ public final class LocalObjectStore: ObjectStore {
         throw StoreError.corrupted("object file missing, or replaced eight times while being opened")
     }
 
-    /// A small object read before, from the object cache.
+    /// A row read before, from the object cache (whatever the size of its object).
     public func infoInMemory(bucket: String, key: String) -> ObjectInfo? {
         objectCache.get(bucket: bucket, key: key).object?.info
     }
 
+    /// A small object read before, from the object cache.
     public func objectInMemory(bucket: String, key: String) -> ObjectInMemory? {
         let cached = objectCache.get(bucket: bucket, key: key)
         guard let info = cached.object?.info, let bytes = cached.body else { return nil }
