@@ -112,15 +112,14 @@ public func buildGatewayApplication(state: TollgateState, store: any ObjectStore
     let gateway = makeGateway(state: state, store: store, sendsFiles: sendsFiles)
     return Application(
         responder: gateway,
-        // TLS sits below HTTP: ExpectContinueHandler sees decrypted HTTP parts, as without TLS.
+        // TLS sits below HTTP: these handlers see decrypted HTTP parts, as without TLS. The fast
+        // path answers no request that expects 100-continue, so ExpectContinueHandler, after it,
+        // sees every request that may.
         server: try pinnedHTTPServer(
-            .init(
-                additionalChannelHandlers: [ExpectContinueHandler()],
-                idleTimeout: idleTimeout(config)
-            ),
+            .init(idleTimeout: idleTimeout(config)),
             certificates: certificates,
             largestRead: gatewayLargestRead,
-            answersAtOnce: { logger in GatewayFastPath(gateway: gateway, logger: logger) }
+            beforeResponder: { logger in [GatewayFastPath(gateway: gateway, logger: logger), ExpectContinueHandler()] }
         ),
         configuration: .init(address: .hostname(config.gatewayAddress, port: config.gatewayPort), serverName: Gateway.serverName),
         logger: logger
@@ -136,12 +135,15 @@ let gatewayLargestRead = 256 * 1024
 /// HTTP/1 (in TLS when `certificates` are given), each connection's task pinned to its event
 /// loop; see `EventLoopPinnedChannel` for `largestRead`.
 func pinnedHTTPServer(_ http1: HTTP1Channel.Configuration, certificates: TLSCertificates?, largestRead: Int? = nil,
-                      answersAtOnce: (@Sendable (Logger) -> any ChannelHandler)? = nil) throws -> HTTPServerBuilder {
+                      beforeResponder: (@Sendable (Logger) -> [any ChannelHandler])? = nil) throws -> HTTPServerBuilder {
     let tls = certificates.map { TLSChannelConfiguration(tlsConfiguration: $0.configuration) }
     return HTTPServerBuilder { responder in
         let channel = HTTP1Channel(responder: responder, configuration: http1)
-        guard let tls else { return EventLoopPinnedChannel(base: channel, largestRead: largestRead, answersAtOnce: answersAtOnce) }
-        return EventLoopPinnedChannel(base: try TLSChannel(channel, configuration: tls), largestRead: largestRead, answersAtOnce: answersAtOnce)
+        guard let tls else {
+            return EventLoopPinnedChannel(base: channel, decoderLimits: http1.httpDecoder, largestRead: largestRead, beforeResponder: beforeResponder)
+        }
+        return EventLoopPinnedChannel(base: try TLSChannel(channel, configuration: tls), decoderLimits: http1.httpDecoder,
+                                      largestRead: largestRead, beforeResponder: beforeResponder)
     }
 }
 

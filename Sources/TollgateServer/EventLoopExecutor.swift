@@ -31,15 +31,18 @@ final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
 /// sends faster than it is read (NIO's default is 64 KiB): fewer, larger body parts for an
 /// upload, each of which costs a trip through the HTTP decoder and the request body's stream.
 /// Reads of small requests stay small: the allocator grows only after a read fills its buffer.
-/// Its HTTP/1 codec is `HTTP1Codec` instead of NIO's (see there).
-/// With `answersAtOnce`, each connection gets that handler (`GatewayFastPath`) just before its
-/// requests reach Hummingbird's responder: after `HTTPConnectionStateHandler`, which then sees
-/// every request and response, wherever it is answered.
+/// Its HTTP/1 codec is `HTTP1Codec` instead of NIO's codec and response encoder (see there),
+/// behind a request decoder with the same limits (`decoderLimits`, Hummingbird's).
+/// `beforeResponder` handlers (the gateway's `GatewayFastPath` and `ExpectContinueHandler`)
+/// go, in order, just before its requests reach Hummingbird's responder: after
+/// `HTTPConnectionStateHandler`, which then sees every request and response, wherever it is
+/// answered.
 struct EventLoopPinnedChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
+    var decoderLimits = HTTP1Channel.Configuration.DecoderConfiguration()
     var largestRead: Int? = nil
-    var answersAtOnce: (@Sendable (Logger) -> any ChannelHandler)? = nil
+    var beforeResponder: (@Sendable (Logger) -> [any ChannelHandler])? = nil
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         var ready = channel.eventLoop.makeSucceededVoidFuture()
@@ -47,15 +50,16 @@ struct EventLoopPinnedChannel<Base: ServerChildChannel>: ServerChildChannel {
             let allocator = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: largestRead)
             ready = channel.setOption(ChannelOptions.recvAllocator, value: allocator)
         }
-        return ready.flatMap { base.setup(channel: channel, logger: logger) }.flatMapThrowing { value in
+        return ready.flatMap { base.setup(channel: channel, logger: logger) }.flatMap { value in
             let pipeline = channel.pipeline.syncOperations
-            let codec = try pipeline.context(handlerType: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandler(HTTP1Codec(), position: .after(codec.handler))
-            pipeline.removeHandler(context: codec, promise: nil)
-            if let answersAtOnce {
-                try pipeline.addHandler(answersAtOnce(logger), position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
+            do {
+                if let beforeResponder {
+                    try pipeline.addHandlers(beforeResponder(logger), position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
+                }
+                return try HTTP1Codec.replaceNIOsHandlers(in: pipeline, limits: decoderLimits).map { value }
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
             }
-            return value
         }
     }
 

@@ -1,17 +1,27 @@
 import HTTPTypes
+import HummingbirdCore
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import TollgateStore
 
-/// NIO's `HTTP1ToHTTPServerCodec`, in its place in Hummingbird's pipeline, with one difference:
-/// a request target in origin form (`/path?query`, what every client sends to a server that is
-/// not a proxy) becomes the request's path as it stands. NIO's codec runs every target through
-/// Foundation's URL parser to find an absolute form, which cost a presigned 4 KiB GET about
-/// 11,500 of its 201,500 instructions (bench/gateway_instructions.sh) and 2.5 % of its CPU time
-/// (perf, during bench/gateway.sh). Any other target (absolute form, `*`) goes through NIO's own
-/// conversion, and responses always do.
+/// The HTTP/1 server codec between NIO's request decoder and Hummingbird: what NIO's
+/// `HTTP1ToHTTPServerCodec` and `HTTPResponseEncoder` do together, in their place, byte for
+/// byte (HTTP1CodecTests compares the two pipelines), at about a third of their cost.
+///
+/// - Requests: a target in origin form (`/path?query`, what every client sends to a server
+///   that is not a proxy) becomes the request's path as it stands. NIO's codec runs every
+///   target through Foundation's URL parser to find an absolute form, which cost a presigned
+///   4 KiB GET about 11,500 of its 201,500 instructions (bench/gateway_instructions.sh). Any
+///   other target (absolute form, `*`) goes through NIO's own conversion.
+/// - Responses are encoded here, straight from HTTP types: NIO's pair converted each response
+///   head to NIO's header list and then wrote it a string at a time, about 19,000 of a presigned
+///   4 KiB GET's 185,000 instructions. The framing rules are NIO's: no body for a response to
+///   HEAD or CONNECT, nor for 1xx, 204 and 304; `Content-Length` when the response has one,
+///   otherwise `Transfer-Encoding: chunked`. Responses are always HTTP/1.1, as NIO's conversion
+///   made them. Because the encoder must know which request each response answers (HEAD), this
+///   codec replaces NIO's request decoder too, by one made without a link to NIO's encoder.
 ///
 /// It also sends files with `sendfile(2)`: the kernel passes cached file pages to the socket, and
 /// a large GET's body is never copied through the server's memory (it then costs what it costs
@@ -19,26 +29,63 @@ import TollgateStore
 /// `FileSpan` triggers ``SendFile`` on the channel instead, after the response head (and any
 /// earlier body parts) went through the body writer. Writes from the body writer and user events
 /// reach the pipeline in the order they were made (both are handed to the channel's event loop in
-/// order), so the span lands between the parts written before and after it: the codec writes it
-/// as a `FileRegion` body part to the HTTP/1 encoder, which frames it as any body part. The
-/// event's promise completes when the span is written, and only then may the span's file be
-/// closed. Plain TCP only: TLS encrypts in user space, so with TLS the gateway sends bytes.
+/// order), so the span lands between the parts written before and after it: the codec frames it
+/// as any body part and writes it as a `FileRegion`. The event's promise completes when the span
+/// is written, and only then may the span's file be closed. Plain TCP only: TLS encrypts in user
+/// space, so with TLS the gateway sends bytes.
 ///
-/// `EventLoopPinnedChannel` swaps it in for NIO's codec when it sets a connection up.
+/// `EventLoopPinnedChannel` swaps it in for NIO's handlers when it sets a connection up.
 final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPServerResponsePart
+    typealias OutboundOut = IOData
 
     /// The outbound user event: send these bytes of this file as the next body part.
     struct SendFile: Sendable {
         let span: FileSpan
     }
 
+    /// What the response to a request may carry, by the request's method.
+    private enum Answering { case other, head, connect }
+
+    /// The requests read and not answered yet, oldest first (more than one when pipelined).
+    private var unanswered = CircularBuffer<Answering>(initialCapacity: 4)
+    /// The response being written answers HEAD or CONNECT: it has no body.
+    private var bodyless = false
+    /// The response being written is framed in chunks.
+    private var chunked = false
+
+    /// Puts a codec where NIO's HTTP/1 server handlers are (its request decoder, its response
+    /// encoder and `HTTP1ToHTTPServerCodec`, as Hummingbird sets them up), behind NIO's request
+    /// decoder with `limits` but no link to NIO's encoder. Before the connection's first read:
+    /// the handlers removed hold no state yet. NIO's decoder leaves the pipeline in a task on
+    /// the event loop: the future completes when all three have left.
+    static func replaceNIOsHandlers(in pipeline: ChannelPipeline.SynchronousOperations,
+                                    limits: HTTP1Channel.Configuration.DecoderConfiguration) throws -> EventLoopFuture<Void> {
+        var configuration = NIOHTTPDecoderLimitConfiguration()
+        configuration.maxHeaderFieldSize = limits.maxHeaderFieldSize
+        configuration.maxHeaderListSize = limits.maxHeaderListSize
+        configuration.maxHeaderFieldCount = limits.maxHeaderFieldCount
+        let decoder = ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: configuration))
+        let nios = [
+            try pipeline.context(handlerType: HTTPResponseEncoder.self),
+            try pipeline.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
+            try pipeline.context(handlerType: HTTP1ToHTTPServerCodec.self),
+        ]
+        try pipeline.addHandlers([decoder, HTTP1Codec()], position: .after(nios[2].handler))
+        let removed = nios.map { context in
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            pipeline.removeHandler(context: context, promise: promise)
+            return promise.futureResult
+        }
+        return EventLoopFuture.andAllSucceed(removed, on: nios[0].eventLoop)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            unanswered.append(head.method == .HEAD ? .head : head.method == .CONNECT ? .connect : .other)
             do {
                 context.fireChannelRead(wrapInboundOut(.head(try Self.request(head))))
             } catch {
@@ -54,11 +101,21 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(let response):
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(response))), promise: promise)
+            context.write(wrapOutboundOut(.byteBuffer(encode(response, allocator: context.channel.allocator))), promise: promise)
         case .body(let body):
-            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: promise)
+            writeBody(.byteBuffer(body), context: context, promise: promise)
         case .end(let trailers):
-            context.write(wrapOutboundOut(.end(trailers.map(HTTPHeaders.init))), promise: promise)
+            bodyless = false
+            if chunked {
+                var buffer = context.channel.allocator.buffer(capacity: 8)
+                buffer.writeStaticString("0\r\n")
+                if let trailers { Self.write(trailers, to: &buffer) }
+                buffer.writeStaticString("\r\n")
+                context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: promise)
+            } else if let promise {
+                // Nothing to write, but the promise completes in order with the writes before it.
+                context.write(wrapOutboundOut(.byteBuffer(context.channel.allocator.buffer(capacity: 0))), promise: promise)
+            }
         }
     }
 
@@ -79,7 +136,84 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
             withExtendedLifetime(send.span) {}
             promise?.completeWith(result)
         }
-        context.writeAndFlush(wrapOutboundOut(.body(.fileRegion(region))), promise: written)
+        writeBody(.fileRegion(region), context: context, promise: written)
+        context.flush()
+    }
+
+    /// A body part, in a chunk when the response is chunked; refused when it may have no body.
+    private func writeBody(_ body: IOData, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        if bodyless {
+            promise?.fail(NIOHTTPResponseEncoderError.responseBodyNotAllowed)
+        } else if chunked && body.readableBytes > 0 {
+            var size = context.channel.allocator.buffer(capacity: 16)
+            size.writeString(String(body.readableBytes, radix: 16))
+            size.writeStaticString("\r\n")
+            context.write(wrapOutboundOut(.byteBuffer(size)), promise: nil)
+            context.write(wrapOutboundOut(body), promise: nil)
+            size.moveReaderIndex(forwardBy: size.readableBytes - 2)
+            context.write(wrapOutboundOut(.byteBuffer(size)), promise: promise)
+        } else {
+            context.write(wrapOutboundOut(body), promise: promise)
+        }
+    }
+
+    /// The response head in HTTP/1.1, framed as NIO's encoder frames it.
+    private func encode(_ response: HTTPResponse, allocator: ByteBufferAllocator) -> ByteBuffer {
+        // NIO's status: its own reason phrase for the codes it names.
+        let status = HTTPResponseStatus(statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase)
+        var connect = false
+        if !(100..<200).contains(status.code) || status.code == 101, let request = unanswered.popFirst() {
+            bodyless = request != .other
+            connect = request == .connect
+        }
+        let fields = response.headerFields
+        // Which framing headers go: both when there can be no body; a Transfer-Encoding beside
+        // a Content-Length; any other Transfer-Encoding, for `chunked` (added last).
+        let mayHaveBody = !connect && status.mayHaveResponseBody
+        let dropsLength = !mayHaveBody
+        let addsChunked = mayHaveBody && !fields.contains(.contentLength)
+        chunked = addsChunked && !bodyless
+
+        // Room for a typical head; the buffer grows for a larger one.
+        var buffer = allocator.buffer(capacity: 512)
+        buffer.writeStaticString("HTTP/1.1 ")
+        if status.code >= 100 {  // HTTP types' codes go up to 999
+            buffer.writeMultipleIntegers(UInt8(ascii: "0") + UInt8(status.code / 100), UInt8(ascii: "0") + UInt8(status.code / 10 % 10),
+                                         UInt8(ascii: "0") + UInt8(status.code % 10))
+        } else {
+            buffer.writeString(String(status.code))
+        }
+        buffer.writeInteger(UInt8(ascii: " "))
+        buffer.writeString(status.reasonPhrase)
+        buffer.writeStaticString("\r\n")
+        for field in fields where field.name != .transferEncoding && !(dropsLength && field.name == .contentLength) {
+            Self.write(field.name.rawName, field.value, to: &buffer)
+        }
+        if addsChunked { buffer.writeStaticString("transfer-encoding: chunked\r\n") }
+        buffer.writeStaticString("\r\n")
+        return buffer
+    }
+
+    private static func write(_ fields: HTTPFields, to buffer: inout ByteBuffer) {
+        for field in fields { write(field.name.rawName, field.value, to: &buffer) }
+    }
+
+    /// `name: value` and a line end, in one copy.
+    private static func write(_ name: String, _ value: String, to buffer: inout ByteBuffer) {
+        var name = name, value = value
+        name.withUTF8 { name in
+            value.withUTF8 { value in
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: name.count + value.count + 4) { out in
+                    out.copyMemory(from: UnsafeRawBufferPointer(name))
+                    out[name.count] = UInt8(ascii: ":")
+                    out[name.count + 1] = UInt8(ascii: " ")
+                    UnsafeMutableRawBufferPointer(rebasing: out[(name.count + 2)...]).copyMemory(from: UnsafeRawBufferPointer(value))
+                    out[name.count + 2 + value.count] = UInt8(ascii: "\r")
+                    out[name.count + 3 + value.count] = UInt8(ascii: "\n")
+                    return name.count + value.count + 4
+                }
+            }
+        }
     }
 
     /// The request NIO's codec makes of `head` (scheme `http`, as Hummingbird sets it up, TLS or

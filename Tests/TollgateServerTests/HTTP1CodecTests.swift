@@ -3,6 +3,8 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import NIOHTTP1
+import NIOHTTPTypes
+import NIOEmbedded
 import NIOHTTPTypesHTTP1
 import Testing
 @testable import TollgateServer
@@ -26,7 +28,96 @@ func theCodecMakesTheRequestNIOsCodecMakes(target: String) throws {
     }
 }
 
-/// Both listeners' connections convert HTTP/1 with `HTTP1Codec`, and NIO's codec is gone.
+/// One exchange on a connection: request bytes in, then response parts out.
+struct Exchange: Sendable, CustomStringConvertible {
+    let name: String
+    let requests: String
+    let responses: [HTTPResponsePart]
+    var description: String { name }
+}
+
+private func response(_ code: Int, reason: String? = nil, _ fields: [(String, String)]) -> HTTPResponsePart {
+    var headers = HTTPFields()
+    for (name, value) in fields { headers.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+    let status = reason.map { HTTPResponse.Status(code: code, reasonPhrase: $0) } ?? HTTPResponse.Status(code: code)
+    return .head(HTTPResponse(status: status, headerFields: headers))
+}
+
+private func body(_ text: String) -> HTTPResponsePart { .body(ByteBuffer(string: text)) }
+
+private let exchanges: [Exchange] = [
+    Exchange(name: "GET, Content-Length", requests: "GET /b/k HTTP/1.1\r\nHost: h\r\n\r\n",
+             responses: [response(200, [("Content-Length", "5"), ("ETag", "\"e\""), ("x-amz-meta-Mixed", "a"), ("X-Amz-Meta-Mixed", "b")]), body("hello"), .end(nil)]),
+    Exchange(name: "GET, chunked, trailers", requests: "GET /b?list-type=2 HTTP/1.1\r\nHost: h\r\n\r\n",
+             responses: [response(200, [("Content-Type", "application/xml")]), body("<a>"), body(""), body("</a>"),
+                         .end([HTTPField.Name("x-amz-checksum-crc32")!: "AAAAAA=="])]),
+    Exchange(name: "GET, chunked, no trailers", requests: "GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+             responses: [response(200, [("Transfer-Encoding", "gzip")]), body("x"), .end(nil)]),
+    Exchange(name: "Content-Length beside Transfer-Encoding", requests: "GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+             responses: [response(200, [("Transfer-Encoding", "chunked"), ("Content-Length", "1")]), body("x"), .end(nil)]),
+    Exchange(name: "HEAD, Content-Length", requests: "HEAD /b/k HTTP/1.1\r\nHost: h\r\n\r\n",
+             responses: [response(200, [("Content-Length", "4096")]), .end(nil)]),
+    Exchange(name: "HEAD, no length, a body refused", requests: "HEAD /b/k HTTP/1.1\r\nHost: h\r\n\r\n",
+             responses: [response(404, [("Content-Type", "application/xml")]), body("no"), .end(nil)]),
+    Exchange(name: "204 and 304 lose their framing", requests: "DELETE /b/k HTTP/1.1\r\nHost: h\r\n\r\nGET /b/k HTTP/1.1\r\nHost: h\r\n\r\n",
+             responses: [response(204, [("Content-Length", "0"), ("x-amz-request-id", "1")]), .end(nil),
+                         response(304, [("Content-Length", "4096"), ("Transfer-Encoding", "chunked"), ("ETag", "\"e\"")]), .end(nil)]),
+    Exchange(name: "100-continue, then the answer", requests: "PUT /b/k HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi",
+             responses: [response(100, []), response(200, [("Content-Length", "0")]), .end(nil)]),
+    Exchange(name: "pipelined HEAD then GET", requests: "HEAD /a HTTP/1.1\r\nHost: h\r\n\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n",
+             responses: [response(200, []), .end(nil), response(200, []), body("ab"), .end(nil)]),
+    Exchange(name: "CONNECT", requests: "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n",
+             responses: [response(200, [("Content-Length", "3")]), .end(nil)]),
+    Exchange(name: "status lines, named and not", requests: String(repeating: "GET / HTTP/1.1\r\nHost: h\r\n\r\n", count: 3),
+             responses: [response(413, [("Content-Length", "0")]), .end(nil), response(499, reason: "Client Closed", [("Content-Length", "0")]), .end(nil),
+                         response(99, reason: "Odd", [("Content-Length", "0")]), .end(nil)]),
+    Exchange(name: "HTTP/1.0 request", requests: "GET /x HTTP/1.0\r\n\r\n",
+             responses: [response(200, [("Content-Length", "1"), ("Connection", "close")]), body("y"), .end(nil)]),
+]
+
+/// NIO's HTTP/1 server pipeline, as Hummingbird sets it up, and the one with `HTTP1Codec` in its
+/// place put the same bytes on the wire for the same responses, decode the same requests, and
+/// complete each write's promise alike (a body for HEAD refused).
+@Test(arguments: exchanges)
+func theCodecWritesTheBytesNIOsEncoderWrites(exchange: Exchange) throws {
+    func run(ours: Bool) throws -> (requests: [HTTPRequestPart], bytes: String, writes: [Bool]) {
+        let channel = EmbeddedChannel()
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false)
+        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        if ours {
+            let replaced = try HTTP1Codec.replaceNIOsHandlers(in: pipeline, limits: .init())
+            channel.embeddedEventLoop.run()
+            try replaced.wait()
+        }
+        try channel.writeInbound(ByteBuffer(string: exchange.requests))
+        var requests: [HTTPRequestPart] = []
+        while let part = try channel.readInbound(as: HTTPRequestPart.self) { requests.append(part) }
+        var writes: [Bool] = []
+        for part in exchange.responses {
+            let written = channel.eventLoop.makePromise(of: Void.self)
+            channel.writeAndFlush(part, promise: written)
+            var succeeded: Bool?
+            written.futureResult.whenComplete { succeeded = (try? $0.get()) != nil }
+            channel.embeddedEventLoop.run()
+            writes.append(try #require(succeeded))
+        }
+        var bytes = ""
+        while let data = try channel.readOutbound(as: IOData.self) {
+            guard case .byteBuffer(let buffer) = data else { Issue.record("a file region"); break }
+            bytes += String(buffer: buffer)
+        }
+        _ = try? channel.finish()
+        return (requests, bytes, writes)
+    }
+    let nio = try run(ours: false), ours = try run(ours: true)
+    #expect(!nio.requests.isEmpty && !nio.bytes.isEmpty)
+    #expect(ours.requests == nio.requests)
+    #expect(ours.bytes == nio.bytes)
+    #expect(ours.writes == nio.writes)
+}
+
+/// Both listeners' connections convert HTTP/1 with `HTTP1Codec`, and NIO's codec and encoder are gone.
 @Test func connectionsUseTheGatewaysCodec() async throws {
     let router = Router(context: TollgateRequestContext.self)
     router.get("/codec") { _, context in
@@ -35,6 +126,7 @@ func theCodecMakesTheRequestNIOsCodecMakes(target: String) throws {
             let pipeline = channel.pipeline.syncOperations
             let ours = (try? pipeline.handler(type: HTTP1Codec.self)) != nil
             let nio = (try? pipeline.handler(type: HTTP1ToHTTPServerCodec.self)) != nil
+                || (try? pipeline.handler(type: HTTPResponseEncoder.self)) != nil
             return "\(ours) \(nio)"
         }.get()
     }
