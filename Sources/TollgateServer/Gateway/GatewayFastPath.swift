@@ -81,13 +81,15 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The answer with what Hummingbird adds to every response: `Date`, `Server` and, when the
     /// answer has none, `Content-Length`.
-    private func write(_ answer: Rendered, context: ChannelHandlerContext) {
-        var headers = answer.headers
-        if !headers.contains(.contentLength) { headers.append(HTTPField(name: .contentLength, value: String(answer.body?.readableBytes ?? 0))) }
+    /// The answer is consumed: its fields are appended to in place, not copied first.
+    private func write(_ answer: consuming Rendered, context: ChannelHandlerContext) {
+        if !answer.headers.contains(.contentLength) {
+            answer.headers.append(HTTPField(name: .contentLength, value: String(answer.body?.readableBytes ?? 0)))
+        }
         // No answer of the gateway's sets either: appended, not searched for.
-        headers.append(HTTPField(name: .date, value: httpDate(gateway.clock())))
-        headers.append(HTTPField(name: .server, value: Gateway.serverName))
-        context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.status, headerFields: headers))), promise: nil)
+        answer.headers.append(HTTPField(name: .date, value: httpDate(gateway.clock())))
+        answer.headers.append(HTTPField(name: .server, value: Gateway.serverName))
+        context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.status, headerFields: answer.headers))), promise: nil)
         if let body = answer.body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
