@@ -407,6 +407,7 @@ public enum S3SigV4 {
             var arena: [UInt8] = []
             arena.reserveCapacity(raw.count * 3)
             var pairs: [(name: Range<Int>, value: Range<Int>)] = []
+            pairs.reserveCapacity(16)  // a presigned URL has 8 or 9 parameters
             var start = 0
             while start < raw.count {
                 let end = raw[start...].firstIndex(of: UInt8(ascii: "&")) ?? raw.count

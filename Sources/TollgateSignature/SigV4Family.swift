@@ -56,20 +56,31 @@ extension SigV4Flavor {
     /// the four fixed parts are taken from the end. nil when the terminator is not this
     /// flavor's, the key id is empty or the date is not eight digits; the caller checks the service.
     func parseCredential(_ value: String) -> SigV4Credential? {
-        let utf8 = value.utf8
-        // The last four slashes, from the end: before the terminator, service, region and date.
-        func slash(before end: String.Index) -> String.Index? { utf8[..<end].lastIndex(of: UInt8(ascii: "/")) }
-        guard let beforeTerminator = slash(before: utf8.endIndex), let beforeService = slash(before: beforeTerminator),
-              let beforeRegion = slash(before: beforeService), let beforeDate = slash(before: beforeRegion)
-        else { return nil }
-        func after(_ index: String.Index) -> String.Index { utf8.index(after: index) }
-        let date = value[after(beforeDate)..<beforeRegion]
-        guard value[after(beforeTerminator)...] == terminator, beforeDate != utf8.startIndex, date.utf8.count == 8,
-              date.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-        else { return nil }
-        return SigV4Credential(accessKeyId: String(value[..<beforeDate]), date: String(date),
-                               region: String(value[after(beforeRegion)..<beforeService]),
-                               service: String(value[after(beforeService)..<beforeTerminator]), scope: String(value[after(beforeDate)...]))
+        var value = value
+        return value.withUTF8 { bytes -> SigV4Credential? in
+            // The last four slashes, from the end: before the terminator, service, region and date.
+            var slashes = (terminator: -1, service: -1, region: -1, date: -1)
+            var index = bytes.count
+            while slashes.date < 0, index > 0 {
+                index -= 1
+                guard bytes[index] == UInt8(ascii: "/") else { continue }
+                if slashes.terminator < 0 { slashes.terminator = index }
+                else if slashes.service < 0 { slashes.service = index }
+                else if slashes.region < 0 { slashes.region = index }
+                else { slashes.date = index }
+            }
+            // Four slashes found, the first not at the start (the key id is not empty).
+            guard slashes.date > 0 else { return nil }
+            func part(_ range: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: bytes[range]) }
+            func string(_ range: Range<Int>) -> String { String(decoding: part(range), as: UTF8.self) }
+            let date = (slashes.date + 1)..<slashes.region
+            guard part((slashes.terminator + 1)..<bytes.count).elementsEqual(terminator.utf8), date.count == 8,
+                  part(date).allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+            else { return nil }
+            return SigV4Credential(accessKeyId: string(0..<slashes.date), date: string(date),
+                                   region: string((slashes.region + 1)..<slashes.service),
+                                   service: string((slashes.service + 1)..<slashes.terminator), scope: string((slashes.date + 1)..<bytes.count))
+        }
     }
 
     /// The `Name=value` fields of an Authorization header after `<algorithm> `, separated by

@@ -44,6 +44,12 @@ struct SigV4FamilyTests {
         (.aws, "AK/2013052x/us-east-1/s3/aws4_request", nil),
         (.aws, "20130524/us-east-1/s3/aws4_request", nil),
         (.aws, "", nil),
+        (.aws, "/", nil),
+        (.aws, "AK/us-east-1/s3/aws4_request", nil),
+        (.aws, "AK/20130524/us-east-1/s3/", nil),
+        (.aws, "////", nil),
+        (.aws, "/////", nil),
+        (.aws, "AK/20130524/us-east-1/s3/aws4_request/", nil),
     ]
 
     @Test("credentials: four fixed parts from the end, the flavor's terminator", arguments: credentials.indices)
