@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import HummingbirdTesting
 import NIOCore
 import NIOHTTP1
@@ -135,5 +136,29 @@ func theCodecWritesTheBytesNIOsEncoderWrites(exchange: Exchange) throws {
         try await client.execute(uri: "/codec?x=1", method: .get) { response in
             #expect(String(buffer: response.body) == "true false")
         }
+    }
+}
+
+/// The request decoder put in with the codec keeps the listener's header limits: over the
+/// configured count, a request is refused before it reaches the responder.
+@Test func theDecoderKeepsTheHeaderLimits() async throws {
+    let router = Router(context: TollgateRequestContext.self)
+    router.get("/limits") { _, _ in "reached" }
+    var http1 = HTTP1Channel.Configuration()
+    http1.httpDecoder.maxHeaderFieldCount = 8
+    let app = Application(router: router, server: try pinnedHTTPServer(http1, certificates: nil))
+    try await app.test(.live) { client in
+        var few = HTTPFields()
+        for index in 0..<3 { few[HTTPField.Name("x-field-\(index)")!] = "v" }
+        try await client.execute(uri: "/limits", method: .get, headers: few) { response in
+            #expect(response.status == .ok)
+            #expect(String(buffer: response.body) == "reached")
+        }
+        var many = HTTPFields()
+        for index in 0..<20 { many[HTTPField.Name("x-field-\(index)")!] = "v" }
+        let reached = try? await client.execute(uri: "/limits", method: .get, headers: many) { response in
+            response.status == .ok && String(buffer: response.body) == "reached"
+        }
+        #expect(reached != true)
     }
 }
