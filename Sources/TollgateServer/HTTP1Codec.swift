@@ -199,11 +199,11 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         for field in fields { write(field.name.rawName, field.value, to: &buffer) }
     }
 
-    /// `name: value` and a line end, in one copy.
+    /// `name: value` and a line end, in one copy (UTF-8 strings, as every native string is, are
+    /// read in place).
     private static func write(_ name: String, _ value: String, to buffer: inout ByteBuffer) {
-        var name = name, value = value
-        name.withUTF8 { name in
-            value.withUTF8 { value in
+        let written: Void?? = name.utf8.withContiguousStorageIfAvailable { name in
+            value.utf8.withContiguousStorageIfAvailable { value in
                 buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: name.count + value.count + 4) { out in
                     out.copyMemory(from: UnsafeRawBufferPointer(name))
                     out[name.count] = UInt8(ascii: ":")
@@ -215,6 +215,12 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
                 }
             }
         }
+        if case .some(.some) = written { return }
+        // A string not stored contiguously: piece by piece.
+        buffer.writeString(name)
+        buffer.writeStaticString(": ")
+        buffer.writeString(value)
+        buffer.writeStaticString("\r\n")
     }
 
     /// The request NIO's codec makes of `head` (scheme `http`, as Hummingbird sets it up, TLS or
@@ -224,7 +230,7 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
             return try HTTPRequest(head, secure: false, splitCookie: false)
         }
         // A target that starts with "/" has no scheme, so NIO's parse gives it back unchanged.
-        return HTTPRequest(method: try HTTPRequest.Method(head.method), scheme: "http", authority: head.headers["Host"].first,
+        return HTTPRequest(method: try HTTPRequest.Method(head.method), scheme: "http", authority: head.headers.first(name: "Host"),
                            path: head.uri, headerFields: HTTPFields(head.headers, splitCookie: false))
     }
 }

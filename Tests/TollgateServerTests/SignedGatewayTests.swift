@@ -734,12 +734,19 @@ func getsAndHeadsOfObjectsInMemoryAreAnsweredAtOnce() async throws {
         try channel.writeOutbound(HTTPResponsePart.end(nil))
         _ = try channel.readOutbound(as: HTTPResponsePart.self)
     }
-    for headers: HTTPFields in [[.contentLength: "3"], [.connection: "close"], [.origin: "https://app.example"]] {
+    for headers: HTTPFields in [[.contentLength: "3"], [.connection: "close"], [.connection: "keep-alive, Close"], [.origin: "https://app.example"],
+                                [.expect: "100-continue"], [.transferEncoding: "chunked"], [.accept: "*/*", .contentLength: "0", .origin: "https://app.example"]] {
         try send(.get, readable, headers)
-        #expect(try answer() == nil)
+        #expect(try answer() == nil, "\(headers)")
         #expect(try handedOn().count == 2)
         try channel.writeOutbound(HTTPResponsePart.end(nil))
         _ = try channel.readOutbound(as: HTTPResponsePart.self)
+    }
+    // An empty body announced, and a connection kept alive, do not stand in the way.
+    for headers: HTTPFields in [[.contentLength: "0"], [.connection: "keep-alive"], [.accept: "*/*", .userAgent: "test"]] {
+        try send(.get, readable, headers)
+        #expect(try answer()?.1 == "hello", "\(headers)")
+        #expect(try handedOn().isEmpty)
     }
     #expect(try channel.finish().isClean)
 }
