@@ -55,27 +55,38 @@ public enum PercentEncoding {
     /// The same over contiguous bytes, written straight into the result (never longer than the input).
     static func decodeBytes(_ raw: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: raw.count) { out, written in
-            var i = 0
-            var n = 0
-            while i < raw.count {
-                let c = raw[i]
-                if c == UInt8(ascii: "%"), i + 2 < raw.count, let high = hexValue(raw[i + 1]), let low = hexValue(raw[i + 2]) {
-                    out[n] = high << 4 | low
-                    i += 3
-                } else {
-                    out[n] = plusIsSpace && c == UInt8(ascii: "+") ? UInt8(ascii: " ") : c
-                    i += 1
-                }
-                n += 1
-            }
-            written = n
+            written = decode(raw, plusIsSpace: plusIsSpace, into: out)
         }
+    }
+
+    /// The same, to a String (invalid UTF-8 replaced, U+FFFD), with no array in between.
+    static func decodeString(_ raw: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool) -> String {
+        String(unsafeUninitializedCapacity: raw.count) { decode(raw, plusIsSpace: plusIsSpace, into: $0) }
+    }
+
+    /// Decodes `raw` into `out`, which holds at least `raw.count` bytes; returns how many it wrote.
+    private static func decode(_ raw: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var i = 0
+        var n = 0
+        while i < raw.count {
+            let c = raw[i]
+            if c == UInt8(ascii: "%"), i + 2 < raw.count, let high = hexValue(raw[i + 1]), let low = hexValue(raw[i + 2]) {
+                out[n] = high << 4 | low
+                i += 3
+            } else {
+                out[n] = plusIsSpace && c == UInt8(ascii: "+") ? UInt8(ascii: " ") : c
+                i += 1
+            }
+            n += 1
+        }
+        return n
     }
 
     /// Decodes to a String; invalid UTF-8 is replaced (U+FFFD).
     public static func decode(_ string: some StringProtocol, plusIsSpace: Bool = false) -> String {
         if !needsDecoding(string.utf8, plusIsSpace: plusIsSpace) { return String(string) }
-        return String(decoding: decodeBytes(string, plusIsSpace: plusIsSpace), as: UTF8.self)
+        return string.utf8.withContiguousStorageIfAvailable { decodeString($0, plusIsSpace: plusIsSpace) }
+            ?? String(decoding: decodeBytes(string, plusIsSpace: plusIsSpace), as: UTF8.self)
     }
 
     /// The canonical form SigV4 signs for an encoded component: decoded once, then encoded

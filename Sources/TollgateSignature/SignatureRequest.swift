@@ -59,7 +59,7 @@ public struct RawQueryItem: Sendable, Equatable {
         guard let rawValue else { return "" }
         return rawValue.utf8.withContiguousStorageIfAvailable { bytes in
             PercentEncoding.needsDecoding(bytes, plusIsSpace: true)
-                ? String(decoding: PercentEncoding.decodeBytes(bytes, plusIsSpace: true), as: UTF8.self)
+                ? PercentEncoding.decodeString(bytes, plusIsSpace: true)
                 : String(decoding: bytes, as: UTF8.self)
         } ?? PercentEncoding.decode(rawValue, plusIsSpace: true)
     }
