@@ -138,11 +138,45 @@ public enum WireDate {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT` (every GET and HEAD writes one).
+    /// IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT` (every GET and HEAD writes one, and every
+    /// object answer its Last-Modified): 29 bytes written in place for the years 0 to 9999.
     public static func httpDate(_ date: Date) -> String {
         let t = Civil(seconds: wholeSeconds(date))
+        guard (0...9999).contains(t.year) else { return httpDateOfAnyYear(t) }
+        return String(unsafeUninitializedCapacity: 29) { out in
+            func put(_ text: StaticString, at offset: Int) {
+                for index in 0..<text.utf8CodeUnitCount { out[offset + index] = text.utf8Start[index] }
+            }
+            func put(_ value: Int, digits: Int, at offset: Int) {
+                var value = value
+                for index in stride(from: offset + digits - 1, through: offset, by: -1) {
+                    out[index] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+            }
+            for index in 0..<3 {
+                out[index] = weekdayLetters[t.weekday * 3 + index]
+                out[8 + index] = monthLetters[(t.month - 1) * 3 + index]
+            }
+            put(", ", at: 3)
+            put(t.day, digits: 2, at: 5)
+            put(" ", at: 7)
+            put(" ", at: 11)
+            put(t.year, digits: 4, at: 12)
+            put(" ", at: 16)
+            put(t.hour, digits: 2, at: 17)
+            put(":", at: 19)
+            put(t.minute, digits: 2, at: 20)
+            put(":", at: 22)
+            put(t.second, digits: 2, at: 23)
+            put(" GMT", at: 25)
+            return 29
+        }
+    }
+
+    /// The same for a year of any number of digits, or before year 0.
+    private static func httpDateOfAnyYear(_ t: Civil) -> String {
         var out: [UInt8] = []
-        out.reserveCapacity(29)
         out += weekdays[t.weekday].utf8
         out += ", ".utf8
         append(t.day, 2, to: &out)
@@ -198,6 +232,8 @@ public enum WireDate {
 
     private static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    private static let weekdayLetters = Array(weekdays.joined().utf8)
+    private static let monthLetters = Array(months.joined().utf8)
 
     private static func wholeSeconds(_ date: Date) -> Int64 {
         Int64(date.timeIntervalSince1970.rounded(.down))
