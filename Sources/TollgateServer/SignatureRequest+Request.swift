@@ -7,6 +7,7 @@ extension SignatureRequest {
     /// headers, with Host (which HTTPTypes keeps as the request's authority) as `host`.
     init(_ head: HTTPRequest, now: Date) {
         var headers = SignatureHeaders()
+        headers.reserveCapacity(head.headerFields.count + 1)
         if let authority = head.authority { headers.add(name: "host", value: authority) }
         for field in head.headerFields { headers.add(name: field.name.canonicalName, value: field.value) }
         let (rawPath, rawQuery) = Gateway.split(head.path ?? "/")

@@ -14,6 +14,11 @@ public struct SignatureHeaders: Sendable, Equatable, ExpressibleByDictionaryLite
         self.init(elements)
     }
 
+    /// Room for `count` fields, added without growing the storage again.
+    public mutating func reserveCapacity(_ count: Int) {
+        fields.reserveCapacity(count)
+    }
+
     public mutating func add(name: String, value: String) {
         fields.append((name: Self.lowercased(name), value: value))
     }

@@ -500,7 +500,9 @@ public enum S3SigV4 {
     static func canonicalRequest(method: String, rawPath: String, rawQuery: String, excludingSignature: Bool,
                                  headers: SignatureHeaders, signedHeaders: [String], payloadHash: String) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(512)
+        // Path and query in canonical form are about as long as sent (a presigned URL's query
+        // alone is 400 bytes or more); the headers and payload hash fit in the rest.
+        out.reserveCapacity(384 + (rawPath.utf8.count + rawQuery.utf8.count) * 5 / 4)
         out += method.utf8
         out.append(UInt8(ascii: "\n"))
         appendCanonicalURI(rawPath, to: &out)
