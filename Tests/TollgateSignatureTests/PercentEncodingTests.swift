@@ -17,3 +17,11 @@ func percentDecoding(raw: String, plusIsSpace: Bool, expected: String) {
         #expect(RawQueryItem.parse("n=" + raw).first?.value == expected)
     }
 }
+
+/// The unreserved bytes of RFC 3986, which SigV4 leaves unescaped, and no other byte.
+@Test func unreservedBytes() {
+    let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~".utf8)
+    for byte in UInt8.min...UInt8.max {
+        #expect(PercentEncoding.isUnreserved(byte) == unreserved.contains(byte), "\(byte)")
+    }
+}
