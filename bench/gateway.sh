@@ -19,6 +19,11 @@
 # Each run also reports the server's CPU time per request (user + system of the gateway process,
 # or of nginx's workers, from /proc), which drifts far less than throughput on a shared machine:
 # compare two builds with it.
+#   BASELINE_BIN=path/to/older/tollgate bash bench/gateway.sh …    compares two builds in one run:
+# each round then also runs every workload against the baseline build (the server is restarted
+# on the same data and port, and warmed up, before each build's turn; the builds take turns
+# going first), and the summary adds gateway/baseline per workload. The drift between separate
+# runs is larger than most changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-5}
@@ -50,9 +55,13 @@ cat > "$WORK/config.json" <<JSON
  "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
  "Variables": {"BUCKET_NAME": "bench"}, "DataDirectory": "data"}
 JSON
-LOG_LEVEL=${LOG_LEVEL:-warning} "$BIN" serve --config "$WORK/config.json" > "$WORK/server.log" 2>&1 &
-PID=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+start_server() { # binary: (re)starts the server on the same config and data
+  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+  LOG_LEVEL=${LOG_LEVEL:-warning} "$1" serve --config "$WORK/config.json" >> "$WORK/server.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+}
+start_server "$BIN"
 
 # nginx: unprivileged config, temp prefix, loopback port, files under $WORK (the same disk).
 mkdir -p "$WORK/nginx-root" "$WORK/nginx-tmp"
@@ -118,13 +127,24 @@ run() { # gateway|nginx targets-file [PUT bytes] -> "objects/s p99 server-cpu-µ
 GW="http://127.0.0.1:$GPORT"; NG="http://127.0.0.1:$NPORT"
 run gateway "$WORK/get-4k.txt" >/dev/null   # warm-up (page cache, connections)
 run nginx "$WORK/get-4k.txt" >/dev/null
+RUNNING=$BIN
+use() { # binary: the gateway runs this build (restarted and warmed up when it changes)
+  [ "$RUNNING" = "$1" ] && return
+  start_server "$1"; RUNNING=$1
+  wrk -t2 -c"$CONNECTIONS" -d1s -s bench/gateway.lua "$GW" -- "$WORK/get-4k.txt" >/dev/null
+}
 echo "rounds $ROUNDS x ${DURATION}s per workload and server, concurrency $CONNECTIONS" >&2
 : > "$WORK/results.txt"
 for round in $(seq "$ROUNDS"); do
+  # With a baseline, the two builds take turns going first (a PUT finds the directories the
+  # build before it made).
+  SERVERS="nginx gateway"
+  [ -n "${BASELINE_BIN:-}" ] && { [ $((round % 2)) = 1 ] && SERVERS="nginx baseline gateway" || SERVERS="nginx gateway baseline"; }
   for workload in ${WORKLOADS:-get-1m get-4k put-1m}; do
-    for server in nginx gateway; do
+    for server in $SERVERS; do
       args=("$WORK/$workload.txt"); [ $workload = put-1m ] && args+=(PUT 1048576)
-      read -r rps p99 cpu < <(run $server "${args[@]}")
+      case $server in baseline) use "$BASELINE_BIN" ;; gateway) use "$BIN" ;; esac
+      read -r rps p99 cpu < <(run "${server/baseline/gateway}" "${args[@]}")
       echo "$round $workload $server $rps $p99 $cpu" | tee -a "$WORK/results.txt" >&2
     done
   done
@@ -145,7 +165,8 @@ sizes = {"get-1m": 1.0, "get-4k": 1 / 256, "put-1m": 1.0}
 print(f"{'workload':<12} {'server':<8} {'objects/s':>12} {'MiB/s':>10} {'server CPU µs/request':>22}   (medians over rounds)")
 for workload in ("get-1m", "get-4k", "put-1m"):
     if (workload, "gateway") not in rps: continue
-    for server in ("nginx", "gateway"):
+    for server in ("nginx", "baseline", "gateway"):
+        if (workload, server) not in rps: continue
         median = statistics.median(rps[(workload, server)])
         print(f"{workload:<12} {server:<8} {median:>12.0f} {median * sizes[workload]:>10.1f} {statistics.median(cpu[(workload, server)]):>22.0f}")
 print(f"\nconcurrency {sys.argv[2]}")
@@ -155,7 +176,15 @@ for workload, (name, goal) in goals.items():
     ratios = [g / n for g, n in zip(rps[(workload, "gateway")], rps[(workload, "nginx")])]
     ratio = statistics.median(ratios)
     verdict = f"(goal >= {goal}): " + ("ok" if ratio >= goal else "BELOW GOAL")
-    print(f"ratio gateway/nginx {name:<10} {ratio:5.2f} {verdict}   rounds: {' '.join(f'{r:.2f}' for r in ratios)}")
+    print(f"ratio gateway/nginx {name:<10} {ratio:6.3f} {verdict}   rounds: {' '.join(f'{r:.2f}' for r in ratios)}")
+for workload, (name, goal) in goals.items():
+    if (workload, "baseline") not in rps: continue
+    base = [b / n for b, n in zip(rps[(workload, "baseline")], rps[(workload, "nginx")])]
+    print(f"ratio baseline/nginx {name:<10} {statistics.median(base):6.3f}   rounds: {' '.join(f'{r:.2f}' for r in base)}")
+    change = [g / b for g, b in zip(rps[(workload, "gateway")], rps[(workload, "baseline")])]
+    ahead = sum(1 for r in change if r > 1)
+    print(f"ratio gateway/baseline {name:<10} {statistics.median(change):6.3f}   ahead in {ahead} of {len(change)} rounds; "
+          f"CPU µs/request {statistics.median(cpu[(workload, 'baseline')]):.0f} -> {statistics.median(cpu[(workload, 'gateway')]):.0f}")
 if ("put-1m", "disk") not in rps: sys.exit(0)
 disk = statistics.median(rps[("put-1m", "disk")])
 ratios = [g / d for g, d in zip(rps[("put-1m", "gateway")], rps[("put-1m", "disk")])]
