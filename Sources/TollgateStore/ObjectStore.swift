@@ -327,7 +327,12 @@ public struct ObjectRead: Sendable {
 
     public var contentLength: Int64 { range.upperBound - range.lowerBound }
     /// `bytes a-b/size` for the `Content-Range` header (meaningful when `isPartial`).
-    public var contentRange: String { "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(info.size)" }
+    public var contentRange: String { Self.contentRange(range, size: info.size) }
+
+    /// `bytes a-b/size` for `range` of an object of `size` bytes (GET's and HEAD's `Content-Range`).
+    public static func contentRange(_ range: Range<Int64>, size: Int64) -> String {
+        "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(size)"
+    }
 }
 
 /// Conditions on the current version of the target, evaluated inside the commit transaction.

@@ -88,8 +88,8 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The answer with what Hummingbird adds to every response: `Date`, `Server` and, when the
-    /// answer has none, `Content-Length`.
-    /// The answer is consumed: its fields are appended to in place, not copied first.
+    /// answer has none, `Content-Length`. The answer is consumed, so its fields are appended to
+    /// in place rather than copied first.
     private func write(_ answer: consuming Rendered, context: ChannelHandlerContext) {
         if !answer.headers.contains(.contentLength) {
             answer.headers.append(HTTPField(name: .contentLength, value: String(answer.body?.readableBytes ?? 0)))

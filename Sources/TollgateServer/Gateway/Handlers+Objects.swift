@@ -76,7 +76,7 @@ extension Gateway {
         }
         let resolved = try range.resolve(size: info.size)
         headers[.contentLength] = String(resolved.count)
-        headers[.contentRange] = "bytes \(resolved.lowerBound)-\(resolved.upperBound - 1)/\(info.size)"
+        headers[.contentRange] = ObjectRead.contentRange(resolved, size: info.size)
         return Rendered(status: .partialContent, headers: headers)
     }
 
