@@ -39,7 +39,7 @@ public enum OSSSignature {
     /// Verifies an OSS-signed request (any of the four forms).
     public static func verify(_ request: SignatureRequest, bucket: String?, key: String?,
                               lookup: SecretLookup) throws(OSSAuthError) -> VerifiedIdentity {
-        let query = request.rawQueryItems
+        let query = request.query
         let token = try securityToken(request, query: query)
         switch SignatureScheme.detect(request) {
         case .ossV1Header: return try verifyV1Header(request, query: query, bucket: bucket, key: key, token: token, lookup: lookup)
@@ -55,11 +55,11 @@ public enum OSSSignature {
 
     /// `x-oss-security-token` header, or `security-token` (V1) / `x-oss-security-token` (V4)
     /// query parameter; more than one is an InvalidArgument.
-    static func securityToken(_ request: SignatureRequest, query: [RawQueryItem]) throws(OSSAuthError) -> String? {
+    static func securityToken(_ request: SignatureRequest, query: RawQuery) throws(OSSAuthError) -> String? {
         var found: [(String, String)] = []
         for value in request.headers.values("x-oss-security-token") { found.append(("x-oss-security-token", value)) }
         for item in query where item.name == "security-token" || item.name == "x-oss-security-token" {
-            found.append((String(item.name), item.value))
+            found.append((item.name, item.value))
         }
         guard found.count <= 1 else {
             throw .invalidArgument(message: "The security token must be sent either in the x-oss-security-token header or in the query, not both.",
@@ -94,11 +94,11 @@ public enum OSSSignature {
 
     /// `/bucket/key` (or `/`) plus the signed sub-resources, decoded, sorted by name.
     /// `bucketSlash: false` gives the bucket-level form some clients sign, `/bucket`.
-    public static func canonicalizedResourceV1(bucket: String?, key: String?, query: [RawQueryItem], bucketSlash: Bool = true) -> String {
+    public static func canonicalizedResourceV1(bucket: String?, key: String?, query: RawQuery, bucketSlash: Bool = true) -> String {
         var resource = "/"
         if let bucket, !bucket.isEmpty { resource = key == nil && !bucketSlash ? "/\(bucket)" : "/\(bucket)/\(key ?? "")" }
-        let subresources = query.filter { v1SubResources.contains(String($0.name)) }
-            .map { (String($0.name), $0.value) }
+        let subresources = query.filter { v1SubResources.contains($0.name) }
+            .map { ($0.name, $0.value) }
             .sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
         if !subresources.isEmpty {
             resource += "?" + subresources.map { $0.1.isEmpty ? $0.0 : "\($0.0)=\($0.1)" }.joined(separator: "&")
@@ -109,11 +109,11 @@ public enum OSSSignature {
     public static func stringToSignV1(method: String, headers: SignatureHeaders, date: String, bucket: String?,
                                       key: String?, rawQuery: String) -> String {
         stringToSignV1(method: method, headers: headers, date: date, bucket: bucket, key: key,
-                       query: RawQueryItem.parse(rawQuery))
+                       query: RawQuery(rawQuery))
     }
 
     static func stringToSignV1(method: String, headers: SignatureHeaders, date: String, bucket: String?,
-                               key: String?, query: [RawQueryItem], bucketSlash: Bool = true) -> String {
+                               key: String?, query: RawQuery, bucketSlash: Bool = true) -> String {
         let md5 = headers["content-md5"]?.trimmingASCIIWhitespace() ?? ""
         let type = headers["content-type"]?.trimmingASCIIWhitespace() ?? ""
         return [method, md5, type, date,
@@ -125,7 +125,7 @@ public enum OSSSignature {
     /// only, the same with `/bucket` for `/bucket/` (as some path-style clients sign it). Every
     /// other part of the canonical form stays strict.
     static func stringsToSignV1(method: String, headers: SignatureHeaders, date: String, bucket: String?,
-                                key: String?, query: [RawQueryItem]) -> [String] {
+                                key: String?, query: RawQuery) -> [String] {
         let canonical = stringToSignV1(method: method, headers: headers, date: date, bucket: bucket, key: key, query: query)
         guard key == nil, let bucket, !bucket.isEmpty else { return [canonical] }
         return [canonical, stringToSignV1(method: method, headers: headers, date: date, bucket: bucket, key: nil, query: query, bucketSlash: false)]
@@ -146,7 +146,7 @@ public enum OSSSignature {
                                                           signatureProvided: provided, canonicalRequest: ""))
     }
 
-    static func verifyV1Header(_ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?,
+    static func verifyV1Header(_ request: SignatureRequest, query: RawQuery, bucket: String?, key: String?,
                                token: String?, lookup: SecretLookup) throws(OSSAuthError) -> VerifiedIdentity {
         let authorization = request.headers["authorization"] ?? ""
         let credentials = authorization.dropFirst("OSS ".count).trimmingASCIIWhitespace()
@@ -174,7 +174,7 @@ public enum OSSSignature {
                                 requestTime: requestTime, expires: nil)
     }
 
-    static func verifyV1Query(_ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?,
+    static func verifyV1Query(_ request: SignatureRequest, query: RawQuery, bucket: String?, key: String?,
                               token: String?, lookup: SecretLookup) throws(OSSAuthError) -> VerifiedIdentity {
         guard let accessKeyId = query.first(named: "OSSAccessKeyId"), !accessKeyId.isEmpty,
               let expiresValue = query.first(named: "Expires"),
@@ -221,7 +221,7 @@ public enum OSSSignature {
     /// Every parameter decoded, then encoded, sorted by encoded name then value, joined by `&`:
     /// `name=value`, or `name` alone when the value is empty. A presigned request's
     /// `x-oss-signature` is left out.
-    static func appendCanonicalQueryV4(_ query: [RawQueryItem], excludingSignature: Bool, to out: inout [UInt8]) {
+    static func appendCanonicalQueryV4(_ query: RawQuery, excludingSignature: Bool, to out: inout [UInt8]) {
         // Every name and value in canonical form in one buffer; the pairs are sorted as ranges of it.
         var arena: [UInt8] = []
         var pairs: [(name: Range<Int>, value: Range<Int>)] = []
@@ -266,7 +266,7 @@ public enum OSSSignature {
     public static func canonicalRequestV4(method: String, bucket: String?, key: String?, rawQuery: String,
                                           headers: SignatureHeaders, additionalHeaders: [String], presigned: Bool) -> String {
         let additional = additionalHeaders.sorted()
-        return String(decoding: canonicalRequestV4(method: method, bucket: bucket, key: key, query: RawQueryItem.parse(rawQuery),
+        return String(decoding: canonicalRequestV4(method: method, bucket: bucket, key: key, query: RawQuery(rawQuery),
                                                    headers: headers, signedHeaders: v4SignedHeaderNames(headers, additional: additional),
                                                    additionalHeaders: additional, presigned: presigned),
                       as: UTF8.self)
@@ -275,7 +275,7 @@ public enum OSSSignature {
     /// `method`, canonical URI, canonical query, one `name:value` line per signed header (values
     /// trimmed, repeats joined by `,`), an empty line, the additional header names joined by `;`,
     /// and the `x-oss-content-sha256` value (`UNSIGNED-PAYLOAD` without one), `\n` between them.
-    static func canonicalRequestV4(method: String, bucket: String?, key: String?, query: [RawQueryItem],
+    static func canonicalRequestV4(method: String, bucket: String?, key: String?, query: RawQuery,
                                    headers: SignatureHeaders, signedHeaders: [String], additionalHeaders: [String],
                                    presigned: Bool) -> [UInt8] {
         var out: [UInt8] = []
@@ -319,7 +319,7 @@ public enum OSSSignature {
         return credential
     }
 
-    static func verifyV4Header(_ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?,
+    static func verifyV4Header(_ request: SignatureRequest, query: RawQuery, bucket: String?, key: String?,
                                token: String?, lookup: SecretLookup) throws(OSSAuthError) -> VerifiedIdentity {
         let authorization = request.headers["authorization"] ?? ""
         guard let fields = SigV4Flavor.parseAuthorizationFields(authorization.dropFirst(v4Flavor.algorithm.count + 1)),
@@ -349,7 +349,7 @@ public enum OSSSignature {
         "x-oss-credential", "x-oss-date", "x-oss-expires", "x-oss-signature", "x-oss-additional-headers",
     ].map { Array($0.utf8) }
 
-    static func verifyV4Query(_ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?,
+    static func verifyV4Query(_ request: SignatureRequest, query: RawQuery, bucket: String?, key: String?,
                               token: String?, lookup: SecretLookup) throws(OSSAuthError) -> VerifiedIdentity {
         let parameters = query.firstValues(named: presignedV4Parameters)
         guard let credentialValue = parameters[0], let timestamp = parameters[1], let expiresValue = parameters[2],
@@ -381,7 +381,7 @@ public enum OSSSignature {
 
     /// The common end of both V4 forms; a request with an expiry is presigned.
     static func verifyV4Signature(
-        _ request: SignatureRequest, query: [RawQueryItem], bucket: String?, key: String?, token: String?,
+        _ request: SignatureRequest, query: RawQuery, bucket: String?, key: String?, token: String?,
         credential: SigV4Credential, timestamp: String, requestTime: Date, expires: Date?, additionalHeaders: String?,
         signature: String, lookup: SecretLookup
     ) throws(OSSAuthError) -> VerifiedIdentity {

@@ -29,7 +29,7 @@ public enum S3SigV2 {
     /// True when the request is SigV2-signed: `Authorization: AWS …`, or `AWSAccessKeyId` in the query.
     public static func isSigV2(_ request: SignatureRequest) -> Bool {
         if let authorization = request.headers["authorization"] { return authorization.hasPrefix("AWS ") }
-        return request.rawQueryItems.contains { $0.name == "AWSAccessKeyId" }
+        return request.query.contains(named: "AWSAccessKeyId")
     }
 
     /// `authPath`: the path the client signed, `/bucket/key` as sent (for a virtual-hosted
@@ -39,7 +39,7 @@ public enum S3SigV2 {
                               lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         var authPaths = [authPath]
         if bucketLevel { authPaths.append(authPath.hasSuffix("/") ? String(authPath.dropLast()) : authPath + "/") }
-        let query = request.rawQueryItems
+        let query = request.query
         if let authorization = request.headers["authorization"] {
             if query.contains(where: { $0.name == "AWSAccessKeyId" || $0.name == "Signature" }) {
                 throw .invalidRequest("Only one auth mechanism allowed; only the Signature query parameter or the Authorization header should be specified")
@@ -74,7 +74,7 @@ public enum S3SigV2 {
         let strings = authPaths.flatMap { path in
             dateLines.map { line in
                 stringToSign(method: request.method, contentMD5: request.headers["content-md5"], contentType: request.headers["content-type"],
-                             date: line, amzHeaders: amz, resource: canonicalResource(authPath: path, query: request.rawQueryItems))
+                             date: line, amzHeaders: amz, resource: canonicalResource(authPath: path, query: request.query))
             }
         }
         let token = request.headers["x-amz-security-token"]
@@ -87,7 +87,7 @@ public enum S3SigV2 {
     }
 
     static func verifyQuery(_ request: SignatureRequest, authPaths: [String], lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
-        let query = request.rawQueryItems
+        let query = request.query
         guard let accessKeyId = query.first(named: "AWSAccessKeyId"), !accessKeyId.isEmpty,
               let signature = query.first(named: "Signature"), !signature.isEmpty,
               let expiresValue = query.first(named: "Expires")
@@ -148,9 +148,9 @@ public enum S3SigV2 {
     }
 
     /// The path as signed, then the signed sub-resources, values decoded, sorted by name.
-    static func canonicalResource(authPath: String, query: [RawQueryItem]) -> String {
-        let signed = query.filter { subresources.contains(String($0.name)) }
-            .map { item in (String(item.name), item.rawValue == nil ? nil : item.value) }
+    static func canonicalResource(authPath: String, query: RawQuery) -> String {
+        let signed = query.filter { subresources.contains($0.name) }
+            .map { item in (item.name, item.hasValue ? item.value : nil) }
             .sorted { $0.0 < $1.0 }
         guard !signed.isEmpty else { return authPath }
         return authPath + "?" + signed.map { name, value in value.map { "\(name)=\($0)" } ?? name }.joined(separator: "&")

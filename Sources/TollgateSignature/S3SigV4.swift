@@ -103,16 +103,16 @@ public enum S3SigV4 {
     /// payload hash when the client sent no `x-amz-content-sha256` (AWS's generic signers don't).
     public static func verify(_ request: SignatureRequest, service: String = flavor.service, bodySHA256: String? = nil,
                               lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
-        let query = request.rawQueryItems
+        let query = request.query
         let authorization = request.headers["authorization"]
-        let queryAlgorithm = query.first(named: "X-Amz-Algorithm")
-        if authorization != nil, queryAlgorithm != nil {
+        let presigned = query.contains(named: "X-Amz-Algorithm")
+        if authorization != nil, presigned {
             throw .invalidRequest("Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified")
         }
         if let authorization {
             return try verifyHeader(request, authorization: authorization, service: service, bodySHA256: bodySHA256, lookup: lookup)
         }
-        if queryAlgorithm != nil {
+        if presigned {
             return try verifyPresigned(request, query: query, service: service, lookup: lookup)
         }
         throw .accessDenied("Access Denied")
@@ -199,7 +199,7 @@ public enum S3SigV4 {
         "X-Amz-Content-Sha256", "X-Amz-Security-Token",
     ].map { Array($0.utf8) }
 
-    static func verifyPresigned(_ request: SignatureRequest, query: [RawQueryItem], service: String = flavor.service,
+    static func verifyPresigned(_ request: SignatureRequest, query: RawQuery, service: String = flavor.service,
                                 lookup: SecretLookup) throws(S3AuthError) -> S3VerifiedRequest {
         let parameters = query.firstValues(named: presignedParameters)
         guard let algorithmValue = parameters[0], let credentialValue = parameters[1], let dateValue = parameters[2],
@@ -271,7 +271,7 @@ public enum S3SigV4 {
         payloadHash: String, payload: S3PayloadMode, lookup: SecretLookup
     ) throws(S3AuthError) -> S3VerifiedRequest {
         let secret = try lookupSecret(credential.accessKeyId, token: token, lookup: lookup)
-        let canonical = canonicalRequest(method: request.method, rawPath: request.rawPath, rawQuery: request.rawQuery,
+        let canonical = canonicalRequest(method: request.method, rawPath: request.rawPath, query: request.query,
                                          excludingSignature: presigned, headers: request.headers,
                                          signedHeaders: signedHeaders, payloadHash: payloadHash)
         let key: DerivedSigningKey
@@ -389,58 +389,47 @@ public enum S3SigV4 {
     }
 
     /// Canonical query: every parameter decoded then `UriEncode`d, sorted by encoded name then
-    /// value, `name=value` joined by `&` (`=` kept even when the value is empty). Items are split
-    /// on `&` and the first `=`, as `RawQueryItem.parse` splits them.
+    /// value, `name=value` joined by `&` (`=` kept even when the value is empty), over the items
+    /// `RawQuery` split.
     static func canonicalQuery(rawQuery: String, excludingSignature: Bool) -> String {
         var out: [UInt8] = []
-        appendCanonicalQuery(rawQuery, excludingSignature: excludingSignature, to: &out)
+        appendCanonicalQuery(RawQuery(rawQuery), excludingSignature: excludingSignature, to: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
     private static let signatureParameter = Array("X-Amz-Signature".utf8)
 
-    static func appendCanonicalQuery(_ rawQuery: String, excludingSignature: Bool, to out: inout [UInt8]) {
-        var rawQuery = rawQuery
-        rawQuery.withUTF8 { raw in
-            guard !raw.isEmpty else { return }
-            // Every name and value in canonical form in one buffer; the pairs are sorted as ranges of it.
-            var arena: [UInt8] = []
-            arena.reserveCapacity(raw.count * 3)
-            var pairs: [(name: Range<Int>, value: Range<Int>)] = []
-            pairs.reserveCapacity(16)  // a presigned URL has 8 or 9 parameters
-            var start = 0
-            while start < raw.count {
-                let end = raw[start...].firstIndex(of: UInt8(ascii: "&")) ?? raw.count
-                if end > start {
-                    let equals = raw[start..<end].firstIndex(of: UInt8(ascii: "="))
-                    let nameStart = arena.count
-                    PercentEncoding.appendCanonical(UnsafeBufferPointer(rebasing: raw[start..<(equals ?? end)]),
-                                                    plusIsSpace: true, keepLiteralSlash: false, to: &arena)
-                    let name = nameStart..<arena.count
-                    if excludingSignature && name.count == signatureParameter.count
-                        && arena.withUnsafeBufferPointer({ memcmp($0.baseAddress! + name.lowerBound, signatureParameter, name.count) == 0 }) {
-                        arena.removeSubrange(name)
-                    } else {
-                        if let equals {
-                            PercentEncoding.appendCanonical(UnsafeBufferPointer(rebasing: raw[(equals + 1)..<end]),
-                                                            plusIsSpace: true, keepLiteralSlash: false, to: &arena)
-                        }
-                        pairs.append((name, name.upperBound..<arena.count))
-                    }
-                }
-                start = end + 1
+    static func appendCanonicalQuery(_ query: RawQuery, excludingSignature: Bool, to out: inout [UInt8]) {
+        guard !query.isEmpty else { return }
+        // Every name and value in canonical form in one buffer; the pairs are sorted as ranges of it.
+        var arena: [UInt8] = []
+        arena.reserveCapacity(query.text.utf8.count * 3)
+        var pairs: [(name: Range<Int>, value: Range<Int>)] = []
+        pairs.reserveCapacity(query.count)
+        query.forEachRawItem { raw, rawName, rawValue in
+            let nameStart = arena.count
+            PercentEncoding.appendCanonical(UnsafeBufferPointer(rebasing: raw[rawName]), plusIsSpace: true, keepLiteralSlash: false, to: &arena)
+            let name = nameStart..<arena.count
+            if excludingSignature && name.count == signatureParameter.count
+                && arena.withUnsafeBufferPointer({ memcmp($0.baseAddress! + name.lowerBound, signatureParameter, name.count) == 0 }) {
+                arena.removeSubrange(name)
+                return
             }
-            arena.withUnsafeBufferPointer { arena in
-                pairs.sort { lhs, rhs in
-                    let byName = compareBytes(arena, lhs.name, rhs.name)
-                    return byName != 0 ? byName < 0 : compareBytes(arena, lhs.value, rhs.value) < 0
-                }
-                for (index, pair) in pairs.enumerated() {
-                    if index > 0 { out.append(UInt8(ascii: "&")) }
-                    out.append(contentsOf: UnsafeBufferPointer(rebasing: arena[pair.name]))
-                    out.append(UInt8(ascii: "="))
-                    out.append(contentsOf: UnsafeBufferPointer(rebasing: arena[pair.value]))
-                }
+            if let rawValue {
+                PercentEncoding.appendCanonical(UnsafeBufferPointer(rebasing: raw[rawValue]), plusIsSpace: true, keepLiteralSlash: false, to: &arena)
+            }
+            pairs.append((name, name.upperBound..<arena.count))
+        }
+        arena.withUnsafeBufferPointer { arena in
+            pairs.sort { lhs, rhs in
+                let byName = compareBytes(arena, lhs.name, rhs.name)
+                return byName != 0 ? byName < 0 : compareBytes(arena, lhs.value, rhs.value) < 0
+            }
+            for (index, pair) in pairs.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: "&")) }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: arena[pair.name]))
+                out.append(UInt8(ascii: "="))
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: arena[pair.value]))
             }
         }
     }
@@ -491,23 +480,23 @@ public enum S3SigV4 {
 
     public static func canonicalRequest(method: String, rawPath: String, rawQuery: String, headers: SignatureHeaders,
                                         signedHeaders: [String], payloadHash: String, presigned: Bool) -> String {
-        String(decoding: canonicalRequest(method: method, rawPath: rawPath, rawQuery: rawQuery,
+        String(decoding: canonicalRequest(method: method, rawPath: rawPath, query: RawQuery(rawQuery),
                                           excludingSignature: presigned, headers: headers, signedHeaders: signedHeaders,
                                           payloadHash: payloadHash),
                as: UTF8.self)
     }
 
-    static func canonicalRequest(method: String, rawPath: String, rawQuery: String, excludingSignature: Bool,
+    static func canonicalRequest(method: String, rawPath: String, query: RawQuery, excludingSignature: Bool,
                                  headers: SignatureHeaders, signedHeaders: [String], payloadHash: String) -> [UInt8] {
         var out: [UInt8] = []
         // Path and query in canonical form are about as long as sent (a presigned URL's query
         // alone is 400 bytes or more); the headers and payload hash fit in the rest.
-        out.reserveCapacity(384 + (rawPath.utf8.count + rawQuery.utf8.count) * 5 / 4)
+        out.reserveCapacity(384 + (rawPath.utf8.count + query.text.utf8.count) * 5 / 4)
         out += method.utf8
         out.append(UInt8(ascii: "\n"))
         appendCanonicalURI(rawPath, to: &out)
         out.append(UInt8(ascii: "\n"))
-        appendCanonicalQuery(rawQuery, excludingSignature: excludingSignature, to: &out)
+        appendCanonicalQuery(query, excludingSignature: excludingSignature, to: &out)
         out.append(UInt8(ascii: "\n"))
         for name in signedHeaders {
             out += name.utf8
@@ -544,7 +533,7 @@ public enum S3SigV4 {
                                      timestamp: String, service: String = flavor.service) throws(S3AuthError) -> String {
         let signed = headers.names.sorted()
         let scope = "\(timestamp.prefix(8))/\(region)/\(service)/\(flavor.terminator)"
-        let canonical = canonicalRequest(method: method, rawPath: rawPath, rawQuery: rawQuery, excludingSignature: false,
+        let canonical = canonicalRequest(method: method, rawPath: rawPath, query: RawQuery(rawQuery), excludingSignature: false,
                                          headers: headers, signedHeaders: signed, payloadHash: payloadHash)
         let signature: [UInt8]
         do {

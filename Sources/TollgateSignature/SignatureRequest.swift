@@ -9,8 +9,11 @@ public struct SignatureRequest: Sendable, Equatable {
     public var rawPath: String
     /// The query string exactly as sent, without the leading `?` (empty when there is none).
     public var rawQuery: String {
-        didSet { rawQueryItems = RawQueryItem.parse(rawQuery) }
+        get { query.text }
+        set { query = RawQuery(newValue) }
     }
+    /// The query, split once: detection, verification and routing all read it.
+    public private(set) var query: RawQuery
     public var headers: SignatureHeaders
     /// The server's current time, used for clock skew and expiry checks.
     public var now: Date
@@ -18,104 +21,151 @@ public struct SignatureRequest: Sendable, Equatable {
     public init(method: String, rawPath: String, rawQuery: String = "", headers: SignatureHeaders, now: Date) {
         self.method = method
         self.rawPath = rawPath
-        self.rawQuery = rawQuery
-        self.rawQueryItems = RawQueryItem.parse(rawQuery)
+        self.query = RawQuery(rawQuery)
         self.headers = headers
         self.now = now
     }
-
-    /// The query parameters, split on `&` and the first `=`, still encoded, in order; parsed
-    /// once, since detection, verification and routing all read them.
-    public private(set) var rawQueryItems: [RawQueryItem]
 }
 
-/// One `name=value` pair of a query string, still percent-encoded as sent.
-public struct RawQueryItem: Sendable, Equatable {
-    public let rawName: Substring
-    /// nil when the item had no `=` at all (`?acl`).
-    public let rawValue: Substring?
-    /// Percent-decoded name (`+` is a space, as in every query parser S3 and OSS clients meet);
-    /// decoded once, since verification looks names up many times. The raw name itself when
-    /// there is nothing to decode, as for every parameter a signer writes.
-    public let name: Substring
+/// A query string exactly as sent (without the leading `?`), split once on `&` and on the first
+/// `=` of each item, by bytes; empty items (`&&`) are skipped. An item is a pair of byte ranges
+/// of the one string: nothing is copied or decoded until asked for, and looking a parameter up
+/// compares bytes. Names and values decode as every query parser S3 and OSS clients meet does:
+/// `%XX` escapes, and `+` is a space.
+public struct RawQuery: Sendable, Equatable, RandomAccessCollection {
+    /// The query as sent.
+    public let text: String
+    private let spans: [Span]
 
-    public init(rawName: Substring, rawValue: Substring?) {
-        self.rawName = rawName
-        self.rawValue = rawValue
-        self.name = PercentEncoding.needsDecoding(rawName.utf8, plusIsSpace: true)
-            ? Substring(PercentEncoding.decode(rawName, plusIsSpace: true)) : rawName
+    private struct Span: Sendable {
+        let name: Range<Int>
+        /// nil when the item has no `=` at all (`?acl`).
+        let value: Range<Int>?
+        /// The name holds `%` or `+`: it must be decoded before it is compared.
+        let nameIsEncoded: Bool
     }
-    /// Whether the decoded name starts with `prefix`, compared as bytes.
-    public func nameHasPrefix(_ prefix: String) -> Bool {
+
+    /// One item, decoded.
+    public struct Item: Sendable, Equatable {
+        public let name: String
+        /// Empty when absent.
+        public let value: String
+        /// The item had a `=` (`?acl` has none; `?acl=` has an empty value).
+        public let hasValue: Bool
+    }
+
+    public init(_ text: String) {
+        var text = text
+        text.makeContiguousUTF8()
+        self.text = text
+        spans = text.utf8.withContiguousStorageIfAvailable(Self.split) ?? []
+    }
+
+    private static func split(_ bytes: UnsafeBufferPointer<UInt8>) -> [Span] {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return [] }
+        /// The offset of the first `byte` in `start..<end`, if any (memchr: a query is long).
+        func find(_ byte: UInt8, _ start: Int, _ end: Int) -> Int? {
+            memchr(base + start, Int32(byte), end - start).map { UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) - base }
+        }
+        var spans: [Span] = []
+        spans.reserveCapacity(8)
+        var start = 0
+        while start < bytes.count {
+            let end = find(UInt8(ascii: "&"), start, bytes.count) ?? bytes.count
+            if end > start {
+                let equals = find(UInt8(ascii: "="), start, end)
+                let name = start..<(equals ?? end)
+                spans.append(Span(name: name, value: equals.map { ($0 + 1)..<end },
+                                  nameIsEncoded: PercentEncoding.needsDecoding(UnsafeBufferPointer(rebasing: bytes[name]), plusIsSpace: true)))
+            }
+            start = end + 1
+        }
+        return spans
+    }
+
+    public static func == (lhs: RawQuery, rhs: RawQuery) -> Bool { lhs.text == rhs.text }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { spans.count }
+    public subscript(index: Int) -> Item {
+        Item(name: name(at: index), value: value(at: index), hasValue: spans[index].value != nil)
+    }
+
+    /// The query's bytes (its text is contiguous UTF-8 from the start).
+    func withUTF8<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result {
+        if let result = try text.utf8.withContiguousStorageIfAvailable(body) { return result }
+        return try Array(text.utf8).withUnsafeBufferPointer(body)
+    }
+
+    /// The decoded name of the item at `index`.
+    public func name(at index: Int) -> String { decoded(spans[index].name) }
+
+    /// Calls `body` with each item's name and value as sent (nil: no `=`), in order, over the
+    /// query's bytes.
+    func forEachRawItem(_ body: (_ bytes: UnsafeBufferPointer<UInt8>, _ name: Range<Int>, _ value: Range<Int>?) -> Void) {
+        withUTF8 { bytes in
+            for span in spans { body(bytes, span.name, span.value) }
+        }
+    }
+
+    /// The decoded value of the item at `index`, empty when it has none.
+    public func value(at index: Int) -> String { spans[index].value.map(decoded) ?? "" }
+
+    /// The item's value exactly as sent; nil when it has no `=`.
+    public func rawValue(at index: Int) -> Substring? {
+        guard let range = spans[index].value else { return nil }
+        let utf8 = text.utf8
+        return text[utf8.index(utf8.startIndex, offsetBy: range.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: range.upperBound)]
+    }
+
+    private func decoded(_ range: Range<Int>) -> String {
+        withUTF8 { bytes in
+            let raw = UnsafeBufferPointer(rebasing: bytes[range])
+            return PercentEncoding.needsDecoding(raw, plusIsSpace: true)
+                ? PercentEncoding.decodeString(raw, plusIsSpace: true) : String(decoding: raw, as: UTF8.self)
+        }
+    }
+
+    /// Whether the decoded name of the item at `index` is `expected`, compared as bytes.
+    func nameIs(_ index: Int, _ expected: UnsafeBufferPointer<UInt8>) -> Bool {
+        let span = spans[index]
+        if span.nameIsEncoded { return name(at: index).utf8.elementsEqual(expected) }
+        guard span.name.count == expected.count else { return false }
+        return span.name.isEmpty || withUTF8 { memcmp($0.baseAddress! + span.name.lowerBound, expected.baseAddress!, expected.count) == 0 }
+    }
+
+    /// Whether the decoded name of the item at `index` starts with `prefix`.
+    public func nameHasPrefix(_ index: Int, _ prefix: String) -> Bool {
+        let span = spans[index]
+        if span.nameIsEncoded { return name(at: index).hasPrefix(prefix) }
         var prefix = prefix
         return prefix.withUTF8 { expected in
-            name.utf8.withContiguousStorageIfAvailable { $0.count >= expected.count && $0.starts(with: expected) }
-                ?? name.utf8.starts(with: expected)
+            span.name.count >= expected.count
+                && (expected.isEmpty || withUTF8 { memcmp($0.baseAddress! + span.name.lowerBound, expected.baseAddress!, expected.count) == 0 })
         }
     }
 
-    /// Percent-decoded value, empty when absent.
-    public var value: String {
-        guard let rawValue else { return "" }
-        return rawValue.utf8.withContiguousStorageIfAvailable { bytes in
-            PercentEncoding.needsDecoding(bytes, plusIsSpace: true)
-                ? PercentEncoding.decodeString(bytes, plusIsSpace: true)
-                : String(decoding: bytes, as: UTF8.self)
-        } ?? PercentEncoding.decode(rawValue, plusIsSpace: true)
+    /// The index of the first item whose decoded name is `name` (case-sensitive).
+    public func firstIndex(named name: String) -> Int? {
+        var name = name
+        return name.withUTF8 { expected in indices.first { nameIs($0, expected) } }
     }
 
-    public static func parse(_ query: String) -> [RawQueryItem] {
-        guard !query.isEmpty else { return [] }
-        let utf8 = query.utf8
-        // Offsets found over the raw bytes, turned into indices as they are found (O(1) for
-        // native strings, which every request's query is).
-        let items: [RawQueryItem]? = utf8.withContiguousStorageIfAvailable { bytes in
-            func index(_ offset: Int) -> String.Index { utf8.index(utf8.startIndex, offsetBy: offset) }
-            var items: [RawQueryItem] = []
-            items.reserveCapacity(8)
-            guard let base = bytes.baseAddress else { return items }
-            /// The offset of the first `byte` in `start..<end`, if any (memchr: a query is long).
-            func find(_ byte: UInt8, _ start: Int, _ end: Int) -> Int? {
-                memchr(base + start, Int32(byte), end - start).map { UnsafePointer($0.assumingMemoryBound(to: UInt8.self)) - base }
-            }
-            var start = 0
-            while start < bytes.count {
-                let end = find(UInt8(ascii: "&"), start, bytes.count) ?? bytes.count
-                let equals = find(UInt8(ascii: "="), start, end)
-                if end > start {
-                    let name = query[index(start)..<index(equals ?? end)]
-                    items.append(RawQueryItem(rawName: name, rawValue: equals.map { query[index($0 + 1)..<index(end)] }))
-                }
-                start = end + 1
-            }
-            return items
-        }
-        if let items { return items }
-        var native = query
-        native.makeContiguousUTF8()
-        return parse(native)
-    }
-}
-
-extension Array where Element == RawQueryItem {
     /// The decoded value of the first item whose decoded name is `name` (case-sensitive).
-    func first(named name: String) -> String? {
-        first { $0.name == name }?.value
+    public func first(named name: String) -> String? {
+        firstIndex(named: name).map(value(at:))
     }
+
+    public func contains(named name: String) -> Bool { firstIndex(named: name) != nil }
 
     /// The decoded values of the first items named `names[i]`, in one pass over the items.
     func firstValues(named names: [[UInt8]]) -> [String?] {
         var values = [String?](repeating: nil, count: names.count)
         for index in indices {
-            let name = self[index].name.utf8
-            let found: Int?? = name.withContiguousStorageIfAvailable { name in
-                names.indices.first { slot in
-                    values[slot] == nil && names[slot].count == name.count
-                        && (name.isEmpty || names[slot].withUnsafeBufferPointer { memcmp($0.baseAddress!, name.baseAddress!, name.count) == 0 })
-                }
+            let slot = names.indices.first { slot in
+                values[slot] == nil && names[slot].withUnsafeBufferPointer { nameIs(index, $0) }
             }
-            let slot = found ?? names.indices.first { values[$0] == nil && names[$0].elementsEqual(name) }
-            if let slot { values[slot] = self[index].value }
+            if let slot { values[slot] = value(at: index) }
         }
         return values
     }

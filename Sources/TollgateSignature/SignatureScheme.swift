@@ -43,25 +43,15 @@ public enum SignatureScheme: Sendable, Equatable {
             let name = authorization.prefix { $0 != " " }
             return .unsupported(String(name))
         }
-        // One pass over the query; the schemes' parameters in this order of precedence.
-        let items = request.rawQueryItems
-        var (ossV1, s3V4, s3V2) = (false, false, false)
-        for index in items.indices {
-            let name = items[index].name
-            // Lengths first: most names are none of these.
-            switch name.utf8.count {
-            case 23 where name == "x-oss-signature-version":
-                let version = items[index].value
-                return version == "OSS4-HMAC-SHA256" ? .ossV4Query : .unsupported(version)
-            case 14 where name == "OSSAccessKeyId": ossV1 = true
-            case 15 where name == "X-Amz-Algorithm": s3V4 = true
-            case 14 where name == "AWSAccessKeyId": s3V2 = true
-            default: continue
-            }
+        // The schemes' parameters, in this order of precedence.
+        let query = request.query
+        if let index = query.firstIndex(named: "x-oss-signature-version") {
+            let version = query.value(at: index)
+            return version == "OSS4-HMAC-SHA256" ? .ossV4Query : .unsupported(version)
         }
-        if ossV1 { return .ossV1Query }
-        if s3V4 { return .s3SigV4Query }
-        if s3V2 { return .s3SigV2Query }
+        if query.contains(named: "OSSAccessKeyId") { return .ossV1Query }
+        if query.contains(named: "X-Amz-Algorithm") { return .s3SigV4Query }
+        if query.contains(named: "AWSAccessKeyId") { return .s3SigV2Query }
         return .anonymous
     }
 }

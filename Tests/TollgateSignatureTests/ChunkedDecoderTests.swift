@@ -239,13 +239,32 @@ struct CanonicalFormTests {
 
     @Test("query items split on & and the first =, by bytes")
     func queryItems() {
-        let items = RawQueryItem.parse("a=1&&b&c=x=y&%41+b=%2B+&=v&日=本")
-        #expect(items.map(\.rawName) == ["a", "b", "c", "%41+b", "", "日"])
-        #expect(items.map(\.rawValue) == ["1", nil, "x=y", "%2B+", "v", "本"])
-        #expect(items.map(\.name) == ["a", "b", "c", "A b", "", "日"])
-        #expect(items.map(\.value) == ["1", "", "x=y", "+ ", "v", "本"])
-        #expect(RawQueryItem.parse("").isEmpty)
-        #expect(RawQueryItem.parse("&&").isEmpty)
+        let query = RawQuery("a=1&&b&c=x=y&%41+b=%2B+&=v&日=本")
+        #expect(query.indices.map { query.rawValue(at: $0) } == ["1", nil, "x=y", "%2B+", "v", "本"])
+        #expect(query.map(\.name) == ["a", "b", "c", "A b", "", "日"])
+        #expect(query.map(\.value) == ["1", "", "x=y", "+ ", "v", "本"])
+        #expect(query.map(\.hasValue) == [true, false, true, true, true, true])
+        #expect(RawQuery("").isEmpty)
+        #expect(RawQuery("&&").isEmpty)
+    }
+
+    @Test("query lookups compare decoded names, case-sensitively, and find the first")
+    func queryLookups() {
+        let query = RawQuery("X-Amz-Date=1&x-amz-date=2&X%2DAmz-Date=3&a+b=4&X-Amz-Dat=5&=6&acl")
+        #expect(query.first(named: "X-Amz-Date") == "1")
+        #expect(query.first(named: "x-amz-date") == "2")
+        #expect(query.first(named: "a b") == "4")
+        #expect(query.first(named: "a+b") == nil)
+        #expect(query.first(named: "") == "6")
+        #expect(query.first(named: "acl") == "")
+        #expect(query.firstIndex(named: "X-Amz-Dat") == 4)
+        #expect(!query.contains(named: "X-Amz-Date2"))
+        #expect(query.firstValues(named: [Array("acl".utf8), Array("X-Amz-Date".utf8), Array("none".utf8)]) == ["", "1", nil])
+        // An escaped name is compared decoded: X%2DAmz-Date is X-Amz-Date.
+        let escaped = RawQuery("X%2DAmz-Date=3")
+        #expect(escaped.first(named: "X-Amz-Date") == "3")
+        #expect(escaped.nameHasPrefix(0, "X-Amz-"))
+        #expect(!query.nameHasPrefix(1, "X-Amz-"))
     }
 
     @Test("SignedHeaders: non-empty lower-case names only", arguments: [

@@ -14,7 +14,8 @@ func percentDecoding(raw: String, plusIsSpace: Bool, expected: String) {
     #expect(PercentEncoding.decode(raw[...], plusIsSpace: plusIsSpace) == expected)
     #expect(String(decoding: PercentEncoding.decodeBytes(raw, plusIsSpace: plusIsSpace), as: UTF8.self) == expected)
     if plusIsSpace {
-        #expect(RawQueryItem.parse("n=" + raw).first?.value == expected)
+        #expect(RawQuery("n=" + raw).first?.value == expected)
+        #expect(RawQuery(raw + "=v").first?.name == expected)
     }
 }
 

@@ -198,7 +198,7 @@ struct Gateway: HTTPResponder, Sendable {
         attempt.dialect = dialect
         let (bucket, key) = try Self.address(host: head.authority, rawPath: signed.rawPath, baseDomain: snapshot.config.gatewayBaseDomain)
         attempt.addressed = (bucket, key)
-        let query = Self.decodeQuery(signed.rawQueryItems)
+        let query = Self.decodeQuery(signed.query)
         let copySource = head.headerFields[dialect == .s3 ? .amzCopySource : .ossCopySource]
         let route = try GatewayRoute.route(method: head.method.rawValue, bucket: bucket, key: key, query: query, copySource: copySource)
         attempt.operation = route.operation
@@ -282,12 +282,12 @@ struct Gateway: HTTPResponder, Sendable {
 
     /// The first value of each query parameter, decoded, for routing and handlers. The S3
     /// signature's own parameters (`X-Amz-*`) are left out: only the signature check reads them,
-    /// from the raw items, and a presigned GET then builds no dictionary at all.
-    static func decodeQuery(_ items: [RawQueryItem]) -> [String: String] {
+    /// from the query's bytes, and a presigned GET then builds no dictionary at all.
+    static func decodeQuery(_ items: RawQuery) -> [String: String] {
         var query: [String: String] = [:]
-        for item in items where !item.nameHasPrefix("X-Amz-") {
-            let name = String(item.name)
-            if query[name] == nil { query[name] = item.value }
+        for index in items.indices where !items.nameHasPrefix(index, "X-Amz-") {
+            let name = items.name(at: index)
+            if query[name] == nil { query[name] = items.value(at: index) }
         }
         return query
     }
