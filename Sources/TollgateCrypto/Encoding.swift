@@ -10,30 +10,47 @@ public enum Hex {
 
     /// Appends the lower-case hex of `bytes` to `out`.
     public static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
-        append(bytes[...], to: &out)
+        bytes.withUnsafeBufferPointer { append($0, to: &out) }
     }
 
     public static func append<Bytes: Sequence<UInt8>>(_ bytes: Bytes, to out: inout [UInt8]) {
-        out.reserveCapacity(out.count + bytes.underestimatedCount * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+        if bytes.withContiguousStorageIfAvailable({ append($0, to: &out) }) != nil { return }
+        Array(bytes).withUnsafeBufferPointer { append($0, to: &out) }
+    }
+
+    /// Writes two digits a byte, in place, into room made once.
+    private static func append(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: bytes.count * 2))
+        out.withUnsafeMutableBufferPointer { out in
+            digits.withUnsafeBufferPointer { digits in
+                for (index, byte) in bytes.enumerated() {
+                    out[start + 2 * index] = digits[Int(byte >> 4)]
+                    out[start + 2 * index + 1] = digits[Int(byte & 0x0f)]
+                }
+            }
         }
     }
 
     /// Decodes lower- or upper-case hex; nil for odd length or a non-hex character.
     public static func decode(_ string: some StringProtocol) -> [UInt8]? {
-        let utf8 = Array(string.utf8)
+        string.utf8.withContiguousStorageIfAvailable(decode) ?? Array(string.utf8).withUnsafeBufferPointer(decode)
+    }
+
+    private static func decode(_ utf8: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         guard utf8.count % 2 == 0 else { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(utf8.count / 2)
-        var index = 0
-        while index < utf8.count {
-            guard let high = value(utf8[index]), let low = value(utf8[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
+        var valid = true
+        let out = [UInt8](unsafeUninitializedCapacity: utf8.count / 2) { out, written in
+            for index in 0..<(utf8.count / 2) {
+                guard let high = value(utf8[2 * index]), let low = value(utf8[2 * index + 1]) else {
+                    valid = false
+                    break
+                }
+                out[index] = high << 4 | low
+                written = index + 1
+            }
         }
-        return out
+        return valid ? out : nil
     }
 
     private static func value(_ c: UInt8) -> UInt8? {

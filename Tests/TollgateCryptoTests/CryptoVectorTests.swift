@@ -178,3 +178,20 @@ func md5(input: String, expected: String) throws {
     #expect(Hex.decode("0g") == nil)
     #expect(Hex.decode("abc") == nil)
 }
+
+@Test func hexRoundTripsEveryByteAndRejectsJunk() {
+    let every = (0...255).map { UInt8($0) }
+    let lower = Hex.encode(every)
+    #expect(lower.utf8.count == 512 && lower.hasPrefix("000102") && lower.hasSuffix("fdfeff"))
+    #expect(Hex.decode(lower) == every)
+    #expect(Hex.decode(lower.uppercased()) == every)
+    #expect(Hex.decode(lower[...]) == every)
+    var appended = Array("x:".utf8)
+    Hex.append(every[250...], to: &appended)
+    Hex.append([0xab], to: &appended)
+    #expect(String(decoding: appended, as: UTF8.self) == "x:fafbfcfdfeffab")
+    #expect(Hex.decode("") == [])
+    for junk in ["0g", "abc", "g0", "0 ", "ab-c", "ａｂ", "00112233445566778899aabbccddeeff0"] {
+        #expect(Hex.decode(junk) == nil, "\(junk)")
+    }
+}
