@@ -1072,6 +1072,33 @@ def test_a_head_is_the_same_from_memory(s3, headers):
         assert second.content == b"" and second.headers.get("Content-Length", "0") == length
 
 
+@pytest.mark.parametrize("headers", [{}, {"Range": "bytes=2-5"}])
+def test_a_head_takes_response_overrides_as_a_get_does(s3, headers):
+    """S3's HeadObject takes the response-* parameters GetObject takes (boto3's Response* fields),
+    from the index and from memory alike; a range keeps them too."""
+    key = "fast/head-overrides-" + "".join(headers.values()).replace("=", "").replace(" ", "")
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"0123456789", ContentType="text/plain", CacheControl="max-age=60")
+    overrides = {"ResponseContentType": "text/csv", "ResponseCacheControl": "no-store", "ResponseContentLanguage": "fr",
+                 "ResponseContentDisposition": 'attachment; filename="a.csv"', "ResponseContentEncoding": "identity",
+                 "ResponseExpires": datetime(2030, 1, 1, tzinfo=timezone.utc)}
+    head_url = s3.generate_presigned_url("head_object", Params={"Bucket": BUCKET, "Key": key, **overrides})
+    get_url = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": key, **overrides})
+    first = requests.head(head_url, headers=headers)  # from the index
+    second = requests.head(head_url, headers=headers)  # from memory
+    got = requests.get(get_url, headers=headers)
+    same_answer(first, second)
+    for answer in (first, second, got):
+        assert answer.headers["Content-Type"] == "text/csv" and answer.headers["Cache-Control"] == "no-store"
+        assert answer.headers["Content-Language"] == "fr" and answer.headers["Content-Disposition"] == 'attachment; filename="a.csv"'
+        assert answer.headers["Content-Encoding"] == "identity" and answer.headers["Expires"] == "Tue, 01 Jan 2030 00:00:00 GMT"
+    assert first.headers["Content-Length"] == got.headers["Content-Length"]
+    head = s3.head_object(Bucket=BUCKET, Key=key, **overrides)
+    assert (head["ContentType"], head["CacheControl"], head["ContentLanguage"]) == ("text/csv", "no-store", "fr")
+    # Without them, the object's own headers.
+    plain = s3.head_object(Bucket=BUCKET, Key=key)
+    assert (plain["ContentType"], plain["CacheControl"]) == ("text/plain", "max-age=60")
+
+
 def test_a_head_for_the_checksum_is_the_same_from_memory(s3):
     """boto3 asks for the checksum (a signed header) and reads the same answer both ways."""
     key = "fast/head-checksum"

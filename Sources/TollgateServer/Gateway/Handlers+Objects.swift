@@ -64,17 +64,20 @@ extension Gateway {
         return answer
     }
 
-    /// A HEAD's answer for `info`: a GET's status and headers, without its body (a Range on HEAD
-    /// is answered like GET's headers) and without `response-*` overrides.
+    /// A HEAD's answer for `info`: a GET's status and headers, `response-*` overrides included
+    /// (S3's HeadObject takes them as GetObject does), without its body (a Range on HEAD is
+    /// answered like GET's headers).
     func headAnswer(_ call: Call, info: ObjectInfo) throws -> Rendered {
         if let notModified = try conditionalAnswer(call, info: info) { return notModified }
         var headers = objectHeaders(call, info: info)
         guard let range = Self.range(call) else {
             addReadChecksums(call, info.checksums, to: &headers)
+            applyResponseOverrides(call, to: &headers)
             headers[.contentLength] = String(info.size)
             return Rendered(status: .ok, headers: headers)
         }
         let resolved = try range.resolve(size: info.size)
+        applyResponseOverrides(call, to: &headers)
         headers[.contentLength] = String(resolved.count)
         headers[.contentRange] = ObjectRead.contentRange(resolved, size: info.size)
         return Rendered(status: .partialContent, headers: headers)
