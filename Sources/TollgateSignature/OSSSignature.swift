@@ -58,8 +58,8 @@ public enum OSSSignature {
     static func securityToken(_ request: SignatureRequest, query: RawQuery) throws(OSSAuthError) -> String? {
         var found: [(String, String)] = []
         for value in request.headers.values("x-oss-security-token") { found.append(("x-oss-security-token", value)) }
-        for item in query where item.name == "security-token" || item.name == "x-oss-security-token" {
-            found.append((item.name, item.value))
+        for index in query.indices where query.nameIs(index, "security-token") || query.nameIs(index, "x-oss-security-token") {
+            found.append((query.name(at: index), query.value(at: index)))
         }
         guard found.count <= 1 else {
             throw .invalidArgument(message: "The security token must be sent either in the x-oss-security-token header or in the query, not both.",
@@ -97,8 +97,8 @@ public enum OSSSignature {
     public static func canonicalizedResourceV1(bucket: String?, key: String?, query: RawQuery, bucketSlash: Bool = true) -> String {
         var resource = "/"
         if let bucket, !bucket.isEmpty { resource = key == nil && !bucketSlash ? "/\(bucket)" : "/\(bucket)/\(key ?? "")" }
-        let subresources = query.filter { v1SubResources.contains($0.name) }
-            .map { ($0.name, $0.value) }
+        let subresources = query.indices.map { (query.name(at: $0), $0) }.filter { v1SubResources.contains($0.0) }
+            .map { ($0.0, query.value(at: $0.1)) }
             .sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
         if !subresources.isEmpty {
             resource += "?" + subresources.map { $0.1.isEmpty ? $0.0 : "\($0.0)=\($0.1)" }.joined(separator: "&")
@@ -226,12 +226,12 @@ public enum OSSSignature {
         var arena: [UInt8] = []
         var pairs: [(name: Range<Int>, value: Range<Int>)] = []
         pairs.reserveCapacity(query.count)
-        for item in query {
-            if excludingSignature && item.name == "x-oss-signature" { continue }
+        for index in query.indices {
+            if excludingSignature && query.nameIs(index, "x-oss-signature") { continue }
             let start = arena.count
-            for c in item.name.utf8 { PercentEncoding.appendEncoded(c, to: &arena, keepSlash: false) }
+            query.withNameBytes(at: index) { for c in $0 { PercentEncoding.appendEncoded(c, to: &arena, keepSlash: false) } }
             let middle = arena.count
-            for c in item.value.utf8 { PercentEncoding.appendEncoded(c, to: &arena, keepSlash: false) }
+            query.withValueBytes(at: index) { for c in $0 { PercentEncoding.appendEncoded(c, to: &arena, keepSlash: false) } }
             pairs.append((start..<middle, middle..<arena.count))
         }
         arena.withUnsafeBufferPointer { arena in

@@ -41,7 +41,7 @@ public enum S3SigV2 {
         if bucketLevel { authPaths.append(authPath.hasSuffix("/") ? String(authPath.dropLast()) : authPath + "/") }
         let query = request.query
         if let authorization = request.headers["authorization"] {
-            if query.contains(where: { $0.name == "AWSAccessKeyId" || $0.name == "Signature" }) {
+            if query.contains(named: "AWSAccessKeyId") || query.contains(named: "Signature") {
                 throw .invalidRequest("Only one auth mechanism allowed; only the Signature query parameter or the Authorization header should be specified")
             }
             return try verifyHeader(request, authorization: authorization, authPaths: authPaths, lookup: lookup)
@@ -108,7 +108,10 @@ public enum S3SigV2 {
         // botocore moves x-amz-* headers, Content-MD5 and Content-Type into the query; headers
         // sent as headers count too, so nothing unsigned can ride along.
         var amzPairs = request.headers.fields.filter { $0.name.hasPrefix("x-amz-") }.map { ($0.name, $0.value) }
-        for item in query where item.name.lowercased().hasPrefix("x-amz-") { amzPairs.append((item.name.lowercased(), item.value)) }
+        for index in query.indices {
+            let name = query.name(at: index).lowercased()
+            if name.hasPrefix("x-amz-") { amzPairs.append((name, query.value(at: index))) }
+        }
         let contentMD5 = query.first(named: "content-md5") ?? request.headers["content-md5"]
         let contentType = query.first(named: "content-type") ?? request.headers["content-type"]
         let amz = amzHeaders(amzPairs)
@@ -149,8 +152,8 @@ public enum S3SigV2 {
 
     /// The path as signed, then the signed sub-resources, values decoded, sorted by name.
     static func canonicalResource(authPath: String, query: RawQuery) -> String {
-        let signed = query.filter { subresources.contains($0.name) }
-            .map { item in (item.name, item.hasValue ? item.value : nil) }
+        let signed = query.indices.map { (query.name(at: $0), $0) }.filter { subresources.contains($0.0) }
+            .map { name, index in (name, query.hasValue(at: index) ? query.value(at: index) : nil) }
             .sorted { $0.0 < $1.0 }
         guard !signed.isEmpty else { return authPath }
         return authPath + "?" + signed.map { name, value in value.map { "\(name)=\($0)" } ?? name }.joined(separator: "&")

@@ -29,10 +29,10 @@ public struct SignatureRequest: Sendable, Equatable {
 
 /// A query string exactly as sent (without the leading `?`), split once on `&` and on the first
 /// `=` of each item, by bytes; empty items (`&&`) are skipped. An item is a pair of byte ranges
-/// of the one string: nothing is copied or decoded until asked for, and looking a parameter up
-/// compares bytes. Names and values decode as every query parser S3 and OSS clients meet does:
-/// `%XX` escapes, and `+` is a space.
-public struct RawQuery: Sendable, Equatable, RandomAccessCollection {
+/// of the one string, addressed by its index: nothing is copied or decoded until asked for, and
+/// looking a parameter up compares bytes. Names and values decode as every query parser S3 and
+/// OSS clients meet does: `%XX` escapes, and `+` is a space.
+public struct RawQuery: Sendable, Equatable {
     /// The query as sent.
     public let text: String
     private let spans: [Span]
@@ -45,7 +45,7 @@ public struct RawQuery: Sendable, Equatable, RandomAccessCollection {
         let nameIsEncoded: Bool
     }
 
-    /// One item, decoded.
+    /// One item, decoded (`items`).
     public struct Item: Sendable, Equatable {
         public let name: String
         /// Empty when absent.
@@ -85,11 +85,18 @@ public struct RawQuery: Sendable, Equatable, RandomAccessCollection {
 
     public static func == (lhs: RawQuery, rhs: RawQuery) -> Bool { lhs.text == rhs.text }
 
-    public var startIndex: Int { 0 }
-    public var endIndex: Int { spans.count }
-    public subscript(index: Int) -> Item {
-        Item(name: name(at: index), value: value(at: index), hasValue: spans[index].value != nil)
+    public var count: Int { spans.count }
+    public var isEmpty: Bool { spans.isEmpty }
+    public var indices: Range<Int> { spans.indices }
+
+    /// Every item, decoded: for the few readers that want them all (tagging headers, tests).
+    /// Verification and routing look items up by name instead, which decodes nothing.
+    public var items: [Item] {
+        indices.map { Item(name: name(at: $0), value: value(at: $0), hasValue: hasValue(at: $0)) }
     }
+
+    /// The item at `index` has a `=` (`?acl` has none; `?acl=` has an empty value).
+    public func hasValue(at index: Int) -> Bool { spans[index].value != nil }
 
     /// The query's bytes (its text is contiguous UTF-8 from the start).
     func withUTF8<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result {
@@ -118,6 +125,29 @@ public struct RawQuery: Sendable, Equatable, RandomAccessCollection {
         return text[utf8.index(utf8.startIndex, offsetBy: range.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: range.upperBound)]
     }
 
+    /// Calls `body` with the decoded bytes of the item's name: the query's own bytes when there is
+    /// nothing to decode (no copy), else those of `name(at:)`.
+    func withNameBytes<Result>(at index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        withDecodedBytes(spans[index].name, body)
+    }
+
+    /// The same for the item's value (empty when it has none).
+    func withValueBytes<Result>(at index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        withDecodedBytes(spans[index].value ?? 0..<0, body)
+    }
+
+    /// Decoded as `decoded` decodes (invalid UTF-8 replaced), without a string when there is
+    /// nothing to decode.
+    private func withDecodedBytes<Result>(_ range: Range<Int>, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        let raw: Result? = withUTF8 { bytes in
+            let raw = UnsafeBufferPointer(rebasing: bytes[range])
+            return PercentEncoding.needsDecoding(raw, plusIsSpace: true) ? nil : body(raw)
+        }
+        if let raw { return raw }
+        var decoded = decoded(range)
+        return decoded.withUTF8(body)
+    }
+
     private func decoded(_ range: Range<Int>) -> String {
         withUTF8 { bytes in
             let raw = UnsafeBufferPointer(rebasing: bytes[range])
@@ -132,6 +162,12 @@ public struct RawQuery: Sendable, Equatable, RandomAccessCollection {
         if span.nameIsEncoded { return name(at: index).utf8.elementsEqual(expected) }
         guard span.name.count == expected.count else { return false }
         return span.name.isEmpty || withUTF8 { memcmp($0.baseAddress! + span.name.lowerBound, expected.baseAddress!, expected.count) == 0 }
+    }
+
+    /// Whether the decoded name of the item at `index` is `expected`.
+    public func nameIs(_ index: Int, _ expected: String) -> Bool {
+        var expected = expected
+        return expected.withUTF8 { nameIs(index, $0) }
     }
 
     /// Whether the decoded name of the item at `index` starts with `prefix`.

@@ -153,6 +153,20 @@ struct OSSVectorTests {
         #expect(error?.httpStatus == 400)
     }
 
+    @Test("V4's canonical query: names and values decoded, then encoded; invalid UTF-8 replaced; the signature left out")
+    func canonicalQueryV4() {
+        func query(_ raw: String, presigned: Bool) -> String {
+            let canonical = OSSSignature.canonicalRequestV4(method: "GET", bucket: "b", key: "k", rawQuery: raw, headers: [:],
+                                                            additionalHeaders: [], presigned: presigned)
+            return String(canonical.split(separator: "\n", omittingEmptySubsequences: false)[2])
+        }
+        let raw = "b=%2f+x&a%20b=1&x-oss-signature=sig&e=%FF&c&d=%e6%97%a5~"
+        #expect(query(raw, presigned: true) == "a%20b=1&b=%2F%20x&c&d=%E6%97%A5~&e=%EF%BF%BD")
+        #expect(query(raw, presigned: false) == "a%20b=1&b=%2F%20x&c&d=%E6%97%A5~&e=%EF%BF%BD&x-oss-signature=sig")
+        #expect(query("x%2Doss-signature=s&z", presigned: true) == "z")
+        #expect(query("", presigned: true) == "")
+    }
+
     @Test("the V1 sub-resource list is oss2's")
     func subresources() {
         #expect(OSSSignature.v1SubResources.count == 86)

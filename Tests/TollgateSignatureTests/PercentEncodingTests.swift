@@ -14,8 +14,12 @@ func percentDecoding(raw: String, plusIsSpace: Bool, expected: String) {
     #expect(PercentEncoding.decode(raw[...], plusIsSpace: plusIsSpace) == expected)
     #expect(String(decoding: PercentEncoding.decodeBytes(raw, plusIsSpace: plusIsSpace), as: UTF8.self) == expected)
     if plusIsSpace {
-        #expect(RawQuery("n=" + raw).first?.value == expected)
-        #expect(RawQuery(raw + "=v").first?.name == expected)
+        let query = RawQuery("n=" + raw + "&" + raw + "=v")
+        #expect(query.items.first?.value == expected)
+        #expect(query.value(at: 0) == expected)
+        #expect(query.withValueBytes(at: 0) { String(decoding: $0, as: UTF8.self) } == expected)
+        #expect(query.name(at: 1) == expected)
+        #expect(query.withNameBytes(at: 1) { String(decoding: $0, as: UTF8.self) } == expected)
     }
 }
 

@@ -18,7 +18,7 @@ enum Tagging {
 
     /// The `x-amz-tagging` / `x-oss-tagging` header: a URL query, `k1=v1&k2=v2`, percent-encoded.
     static func parseHeader(_ value: String) throws(GatewayError) -> [String: String] {
-        let pairs = RawQuery(value).map { (key: $0.name, value: $0.value) }
+        let pairs = RawQuery(value).items.map { (key: $0.name, value: $0.value) }
         return try validate(pairs)
     }
 
