@@ -104,9 +104,6 @@ public struct RawQuery: Sendable, Equatable {
         return try Array(text.utf8).withUnsafeBufferPointer(body)
     }
 
-    /// The decoded name of the item at `index`.
-    public func name(at index: Int) -> String { decoded(spans[index].name) }
-
     /// Calls `body` with each item's name and value as sent (nil: no `=`), in order, over the
     /// query's bytes.
     func forEachRawItem(_ body: (_ bytes: UnsafeBufferPointer<UInt8>, _ name: Range<Int>, _ value: Range<Int>?) -> Void) {
@@ -114,6 +111,9 @@ public struct RawQuery: Sendable, Equatable {
             for span in spans { body(bytes, span.name, span.value) }
         }
     }
+
+    /// The decoded name of the item at `index`.
+    public func name(at index: Int) -> String { decoded(spans[index].name) }
 
     /// The decoded value of the item at `index`, empty when it has none.
     public func value(at index: Int) -> String { spans[index].value.map(decoded) ?? "" }
