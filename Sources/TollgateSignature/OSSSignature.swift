@@ -97,9 +97,10 @@ public enum OSSSignature {
     public static func canonicalizedResourceV1(bucket: String?, key: String?, query: RawQuery, bucketSlash: Bool = true) -> String {
         var resource = "/"
         if let bucket, !bucket.isEmpty { resource = key == nil && !bucketSlash ? "/\(bucket)" : "/\(bucket)/\(key ?? "")" }
-        let subresources = query.indices.map { (query.name(at: $0), $0) }.filter { v1SubResources.contains($0.0) }
-            .map { ($0.0, query.value(at: $0.1)) }
-            .sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+        let subresources: [(String, String)] = query.indices.compactMap { index in
+            let name = query.name(at: index)
+            return v1SubResources.contains(name) ? (name, query.value(at: index)) : nil
+        }.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
         if !subresources.isEmpty {
             resource += "?" + subresources.map { $0.1.isEmpty ? $0.0 : "\($0.0)=\($0.1)" }.joined(separator: "&")
         }

@@ -152,9 +152,11 @@ public enum S3SigV2 {
 
     /// The path as signed, then the signed sub-resources, values decoded, sorted by name.
     static func canonicalResource(authPath: String, query: RawQuery) -> String {
-        let signed = query.indices.map { (query.name(at: $0), $0) }.filter { subresources.contains($0.0) }
-            .map { name, index in (name, query.hasValue(at: index) ? query.value(at: index) : nil) }
-            .sorted { $0.0 < $1.0 }
+        let signed: [(String, String?)] = query.indices.compactMap { index in
+            let name = query.name(at: index)
+            guard subresources.contains(name) else { return nil }
+            return (name, query.hasValue(at: index) ? query.value(at: index) : nil)
+        }.sorted { $0.0 < $1.0 }
         guard !signed.isEmpty else { return authPath }
         return authPath + "?" + signed.map { name, value in value.map { "\(name)=\($0)" } ?? name }.joined(separator: "&")
     }
