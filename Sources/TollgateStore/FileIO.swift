@@ -316,6 +316,13 @@ public struct FileSegments: AsyncSequence, Sendable {
         return FileSegments(file: file, range: range, segmentSize: segmentSize, io: io, firstCached: isCached(file, first))
     }
 
+    /// The whole range as one span, when it is one segment and its pages were cached when the
+    /// file was opened: a sender can pass it to the kernel at once, without a further job.
+    public var cachedWhole: FileSpan? {
+        guard firstCached, range.count <= segmentSize else { return nil }
+        return FileSpan(file: file, range: range)
+    }
+
     /// The cached span of `piece`, or its bytes. Blocking.
     static func segment(_ file: FileDescriptor, _ piece: Range<Int64>) throws(StoreError) -> FileSegment {
         if isCached(file, piece) { return .cached(FileSpan(file: file, range: piece)) }

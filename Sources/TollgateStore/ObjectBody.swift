@@ -44,6 +44,12 @@ public struct ObjectBody: AsyncSequence, Sendable {
         return nil
     }
 
+    /// Whether the whole body is in memory (`singleBuffer`, or empty).
+    public var isInMemory: Bool {
+        if case .memory = source { return true }
+        return false
+    }
+
     /// The whole body, when it is in memory and not empty.
     public var singleBuffer: ByteBuffer? {
         if case .memory(let buffer) = source, buffer.readableBytes > 0 { return buffer }

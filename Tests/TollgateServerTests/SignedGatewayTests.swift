@@ -616,8 +616,87 @@ func noRulesNoPreflight() async throws {
 
 // MARK: Answered at once
 
-@Test("GETs and HEADs of objects in memory are answered on the connection, refusals too, in request order; the rest reach the responder")
-func getsAndHeadsOfObjectsInMemoryAreAnsweredAtOnce() async throws {
+/// `GatewayFastPath` in a test channel on its own event loop, with a handler before it that
+/// records the file spans it sends and the reads it passes on.
+private final class FastPathChannel: Sendable {
+    let channel: NIOAsyncTestingChannel
+    let recorder = Recorder()
+
+    /// Stands where the HTTP codec does: takes the fast path's `SendFile` events, counts reads.
+    final class Recorder: ChannelOutboundHandler, @unchecked Sendable {
+        // @unchecked: touched on the channel's event loop only.
+        typealias OutboundIn = HTTPResponsePart
+        var spans: [FileSpan] = []
+        var reads = 0
+
+        func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+            guard let send = event as? HTTP1Codec.SendFile else { return context.triggerUserOutboundEvent(event, promise: promise) }
+            spans.append(send.span)
+            promise?.succeed()
+        }
+
+        func read(context: ChannelHandlerContext) {
+            reads += 1
+            context.read()
+        }
+    }
+
+    init(_ gateway: Gateway) async throws {
+        let recorder = self.recorder
+        channel = try await NIOAsyncTestingChannel { channel in
+            try channel.pipeline.syncOperations.addHandlers([recorder, GatewayFastPath(gateway: gateway, logger: Logger(label: "test"))])
+        }
+    }
+
+    static func head(_ method: HTTPRequest.Method, _ target: String, _ headers: HTTPFields = [:]) -> HTTPRequestPart {
+        .head(HTTPRequest(method: method, scheme: "http", authority: "localhost", path: target, headerFields: headers))
+    }
+
+    func send(_ method: HTTPRequest.Method, _ target: String, _ headers: HTTPFields = [:]) async throws {
+        try await channel.writeInbound(Self.head(method, target, headers))
+        try await channel.writeInbound(HTTPRequestPart.end(nil))
+    }
+
+    /// The answer written back by now: head and body; nil when nothing was written.
+    func answer() async throws -> (HTTPResponse, String)? {
+        guard case .head(let head)? = try await channel.readOutbound(as: HTTPResponsePart.self) else { return nil }
+        return (head, try await body())
+    }
+
+    /// The next answer written back, waiting for it (an answer from the store comes later).
+    func nextAnswer() async throws -> (HTTPResponse, String) {
+        guard case .head(let head) = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self) else {
+            throw ChannelError.inappropriateOperationForState
+        }
+        return (head, try await body())
+    }
+
+    private func body() async throws -> String {
+        var body = ""
+        while true {
+            let part = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self)
+            if case .body(let buffer) = part { body += String(buffer: buffer) }
+            if case .end = part { return body }
+        }
+    }
+
+    /// The request parts handed on to the responder.
+    func handedOn() async throws -> [HTTPRequestPart] {
+        var parts: [HTTPRequestPart] = []
+        while let part = try await channel.readInbound(as: HTTPRequestPart.self) { parts.append(part) }
+        return parts
+    }
+
+    /// The responder's answer to a request handed on: its end is what the fast path counts.
+    func respond(_ status: HTTPResponse.Status = .ok) async throws {
+        try await channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: status)))
+        try await channel.writeOutbound(HTTPResponsePart.end(nil))
+    }
+}
+
+@Test("GETs and HEADs are answered on the connection, refusals too, in request order; the rest reach the responder",
+      .timeLimit(.minutes(1)))
+func getsAndHeadsAreAnsweredOnTheConnection() async throws {
     let fixture = try Fixture(roles: ["writer": writerPolicy, "cors": corsPolicy], now: { now })
     defer { fixture.remove() }
     let store = try await makeGatewayStore(buckets: ["tollgate", "private"])
@@ -628,125 +707,191 @@ func getsAndHeadsOfObjectsInMemoryAreAnsweredAtOnce() async throws {
         _ = try await store.putObject(bucket: "tollgate", key: key, body: body, metadata: ObjectMetadata(contentType: "text/plain"))
     }
     let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
-    let channel = EmbeddedChannel(handler: GatewayFastPath(gateway: makeGateway(state: fixture.state, store: store, sendsFiles: false),
-                                                           logger: Logger(label: "test")))
-    func send(_ method: HTTPRequest.Method, _ target: String, _ headers: HTTPFields = [:]) throws {
-        try channel.writeInbound(HTTPRequestPart.head(HTTPRequest(method: method, scheme: "http", authority: "localhost", path: target, headerFields: headers)))
-        try channel.writeInbound(HTTPRequestPart.end(nil))
-    }
-    /// The answer written back at once: head and body; nil when nothing was written.
-    func answer() throws -> (HTTPResponse, String)? {
-        guard case .head(let head)? = try channel.readOutbound(as: HTTPResponsePart.self) else { return nil }
-        var body = ""
-        while let part = try channel.readOutbound(as: HTTPResponsePart.self) {
-            if case .body(let buffer) = part { body += String(buffer: buffer) }
-            if case .end = part { break }
-        }
-        return (head, body)
-    }
-    /// The request parts handed on to the responder.
-    func handedOn() throws -> [HTTPRequestPart] {
-        var parts: [HTTPRequestPart] = []
-        while let part = try channel.readInbound(as: HTTPRequestPart.self) { parts.append(part) }
-        return parts
-    }
+    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: false))
     let readable = try presignS3(Unsigned(.get, "tollgate", "docs/a.txt"), credentials)
 
     // Allowed: the object, with what Hummingbird adds to every response.
-    try send(.get, readable)
-    let (ok, text) = try #require(try answer())
+    try await fast.send(.get, readable)
+    let (ok, text) = try #require(try await fast.answer())
     #expect(ok.status == .ok && text == "hello")
     #expect(ok.headerFields[.contentLength] == "5" && ok.headerFields[.contentType] == "text/plain")
     #expect(ok.headerFields[.server] == "tollgate" && ok.headerFields[.date] == httpDate && ok.headerFields[.amzRequestID] != nil)
-    #expect(try handedOn().isEmpty)
+    #expect(try await fast.handedOn().isEmpty)
 
     // A range and a met If-None-Match, as the responder answers them.
     let etag = try #require(ok.headerFields[.eTag])
-    try send(.get, readable, [.range: "bytes=1-2"])
-    let (partial, slice) = try #require(try answer())
+    try await fast.send(.get, readable, [.range: "bytes=1-2"])
+    let (partial, slice) = try #require(try await fast.answer())
     #expect(partial.status == .partialContent && slice == "el" && partial.headerFields[.contentRange] == "bytes 1-2/5")
-    try send(.get, readable, [.ifNoneMatch: etag])
-    #expect(try answer()?.0.status == .notModified)
+    try await fast.send(.get, readable, [.ifNoneMatch: etag])
+    #expect(try await fast.answer()?.0.status == .notModified)
 
     // HEAD of an object whose row is in memory: GET's headers without the body; a range and a
     // condition as for GET; a refusal without its XML body.
     let headable = try presignS3(Unsigned(.head, "tollgate", "docs/a.txt"), credentials)
-    try send(.head, headable)
-    let (headed, headedBody) = try #require(try answer())
+    try await fast.send(.head, headable)
+    let (headed, headedBody) = try #require(try await fast.answer())
     #expect(headed.status == .ok && headedBody.isEmpty && headed.headerFields[.eTag] == etag)
     #expect(headed.headerFields[.contentLength] == "5" && headed.headerFields[.contentType] == "text/plain")
-    try send(.head, headable, [.range: "bytes=1-2"])
-    let (headedPartial, _) = try #require(try answer())
+    try await fast.send(.head, headable, [.range: "bytes=1-2"])
+    let (headedPartial, _) = try #require(try await fast.answer())
     #expect(headedPartial.status == .partialContent && headedPartial.headerFields[.contentLength] == "2")
     #expect(headedPartial.headerFields[.contentRange] == "bytes 1-2/5")
-    try send(.head, headable, [.ifNoneMatch: etag])
-    #expect(try answer()?.0.status == .notModified)
-    try send(.head, String(headable.dropLast()) + (headable.hasSuffix("0") ? "1" : "0"))
-    let (headRefused, headRefusedBody) = try #require(try answer())
+    try await fast.send(.head, headable, [.ifNoneMatch: etag])
+    #expect(try await fast.answer()?.0.status == .notModified)
+    try await fast.send(.head, String(headable.dropLast()) + (headable.hasSuffix("0") ? "1" : "0"))
+    let (headRefused, headRefusedBody) = try #require(try await fast.answer())
     #expect(headRefused.status == .forbidden && headRefusedBody.isEmpty && headRefused.headerFields[.contentLength] == "0")
-    #expect(try handedOn().isEmpty)
+    #expect(try await fast.handedOn().isEmpty)
 
     // Refused by the policy's Deny, or by its signature: the refusal is rendered here.
-    try send(.get, try presignS3(Unsigned(.get, "tollgate", "secret/s.txt"), credentials))
-    let (denied, deniedBody) = try #require(try answer())
+    try await fast.send(.get, try presignS3(Unsigned(.get, "tollgate", "secret/s.txt"), credentials))
+    let (denied, deniedBody) = try #require(try await fast.answer())
     #expect(denied.status == .forbidden && deniedBody.contains("<Code>AccessDenied</Code>") && !deniedBody.contains("classified"))
     func forged(_ url: String) -> String { String(url.dropLast()) + (url.hasSuffix("0") ? "1" : "0") }
-    try send(.get, forged(readable))
-    let (refused, refusedBody) = try #require(try answer())
+    try await fast.send(.get, forged(readable))
+    let (refused, refusedBody) = try #require(try await fast.answer())
     #expect(refused.status == .forbidden && refusedBody.contains("<Code>SignatureDoesNotMatch</Code>"))
     // Refused the same way whether or not the object is in memory: a refusal tells nothing of it.
-    try send(.get, forged(try presignS3(Unsigned(.get, "tollgate", "docs/missing.txt"), credentials)))
-    #expect(try answer()?.0.status == .forbidden)
-    #expect(try handedOn().isEmpty)
+    try await fast.send(.get, forged(try presignS3(Unsigned(.get, "tollgate", "docs/missing.txt"), credentials)))
+    #expect(try await fast.answer()?.0.status == .forbidden)
+    #expect(try await fast.handedOn().isEmpty)
 
-    // Not in memory: handed on. Until its answer ends, the next GET is handed on too, so that
-    // answers keep their requests' order.
-    try send(.get, try presignS3(Unsigned(.get, "tollgate", "docs/missing.txt"), credentials))
-    try send(.get, readable)
-    #expect(try answer() == nil)
-    #expect(try handedOn().count == 4)
-    try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .notFound)))
-    try channel.writeOutbound(HTTPResponsePart.end(nil))
-    #expect(try answer()?.0.status == .notFound)
-    #expect(try answer() == nil)
-    try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
-    try channel.writeOutbound(HTTPResponsePart.end(nil))
-    _ = try answer()
-    try send(.get, readable)
-    #expect(try answer()?.1 == "hello")
+    // Not in memory: the store is asked, and its answer is written here, the HEAD's without a body.
+    try await fast.send(.get, try presignS3(Unsigned(.get, "tollgate", "docs/missing.txt"), credentials))
+    let (missing, missingBody) = try await fast.nextAnswer()
+    #expect(missing.status == .notFound && missingBody.contains("<Code>NoSuchKey</Code>") && missing.headerFields[.amzRequestID] != nil)
+    try await fast.send(.head, try presignS3(Unsigned(.head, "tollgate", "docs/missing.txt"), credentials))
+    let (missingHead, missingHeadBody) = try await fast.nextAnswer()
+    #expect(missingHead.status == .notFound && missingHeadBody.isEmpty)
+    #expect(try await fast.handedOn().isEmpty)
+
+    // Handed on (a PUT). Until its answer ends, the next GET is handed on too, so that answers
+    // keep their requests' order.
+    try await fast.send(.put, readable)
+    try await fast.send(.get, readable)
+    #expect(try await fast.answer() == nil)
+    #expect(try await fast.handedOn().count == 4)
+    try await fast.respond(.notFound)
+    #expect(try await fast.answer()?.0.status == .notFound)
+    #expect(try await fast.answer() == nil)
+    try await fast.respond()
+    _ = try await fast.answer()
+    try await fast.send(.get, readable)
+    #expect(try await fast.answer()?.1 == "hello")
 
     // A client that does not read its answers (the connection is not writable): handed on, so
     // that Hummingbird's responder waits for it instead of answers piling up here.
-    channel.isWritable = false
-    try send(.get, readable)
-    #expect(try answer() == nil)
-    #expect(try handedOn().count == 2)
-    try channel.writeOutbound(HTTPResponsePart.end(nil))
-    _ = try channel.readOutbound(as: HTTPResponsePart.self)
-    channel.isWritable = true
+    fast.channel.isWritable = false
+    try await fast.send(.get, readable)
+    #expect(try await fast.answer() == nil)
+    #expect(try await fast.handedOn().count == 2)
+    try await fast.channel.writeOutbound(HTTPResponsePart.end(nil))
+    _ = try await fast.channel.readOutbound(as: HTTPResponsePart.self)
+    fast.channel.isWritable = true
 
-    // A HEAD of a row not in memory, a PUT, a GET with a body, and one that asks for the
-    // connection to close: handed on.
-    for (method, target) in [(HTTPRequest.Method.head, try presignS3(Unsigned(.head, "tollgate", "docs/missing.txt"), credentials)), (.put, readable)] {
-        try send(method, target)
-        #expect(try answer() == nil)
-        #expect(try handedOn().count == 2)
-        try channel.writeOutbound(HTTPResponsePart.end(nil))
-        _ = try channel.readOutbound(as: HTTPResponsePart.self)
-    }
+    // A PUT, a GET with a body, and one that asks for the connection to close: handed on.
     for headers: HTTPFields in [[.contentLength: "3"], [.connection: "close"], [.connection: "keep-alive, Close"], [.origin: "https://app.example"],
                                 [.expect: "100-continue"], [.transferEncoding: "chunked"], [.accept: "*/*", .contentLength: "0", .origin: "https://app.example"]] {
-        try send(.get, readable, headers)
-        #expect(try answer() == nil, "\(headers)")
-        #expect(try handedOn().count == 2)
-        try channel.writeOutbound(HTTPResponsePart.end(nil))
-        _ = try channel.readOutbound(as: HTTPResponsePart.self)
+        try await fast.send(.get, readable, headers)
+        #expect(try await fast.answer() == nil, "\(headers)")
+        #expect(try await fast.handedOn().count == 2)
+        try await fast.channel.writeOutbound(HTTPResponsePart.end(nil))
+        _ = try await fast.channel.readOutbound(as: HTTPResponsePart.self)
     }
     // An empty body announced, and a connection kept alive, do not stand in the way.
     for headers: HTTPFields in [[.contentLength: "0"], [.connection: "keep-alive"], [.accept: "*/*", .userAgent: "test"]] {
-        try send(.get, readable, headers)
-        #expect(try answer()?.1 == "hello", "\(headers)")
-        #expect(try handedOn().isEmpty)
+        try await fast.send(.get, readable, headers)
+        #expect(try await fast.answer()?.1 == "hello", "\(headers)")
+        #expect(try await fast.handedOn().isEmpty)
     }
-    #expect(try channel.finish().isClean)
+    #expect(try await fast.channel.finish().isClean)
+}
+
+@Test("GETs of objects on disk are answered on the connection when whole at once (in memory, or one span of cached pages), pipelined ones in order; the rest reach the responder",
+      .timeLimit(.minutes(1)))
+func getsFromTheStoreAreAnsweredOnTheConnection() async throws {
+    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+    defer { fixture.remove() }
+    // Nothing in memory; ranges up to 1 KiB are read whole, larger bodies go out in 64 KiB spans.
+    let store = try LocalObjectStore(configuration: .init(directory: fixture.directory + "/store", readChunkSize: 1024,
+                                                          sendSegmentSize: 64 * 1024, cachedObjects: 0))
+    _ = try await store.ensureBuckets(["tollgate"])
+    let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    let objects: [(String, [UInt8])] = [("docs/a.txt", Array("hello".utf8)), ("docs/photo.bin", photo),
+                                         ("docs/big.bin", [UInt8](repeating: 7, count: 100 * 1024))]
+    for (key, bytes) in objects {
+        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
+        writer.yield(ByteBuffer(bytes: bytes))
+        writer.finish()
+        _ = try await store.putObject(bucket: "tollgate", key: key, body: body, metadata: ObjectMetadata())
+    }
+    let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
+    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
+    func url(_ method: HTTPRequest.Method, _ key: String) throws -> String { try presignS3(Unsigned(method, "tollgate", key), credentials) }
+    /// The bytes of the spans sent since the last call.
+    func sent() async throws -> [[UInt8]] {
+        try await fast.channel.testingEventLoop.executeInContext {
+            defer { fast.recorder.spans.removeAll() }
+            return fast.recorder.spans.map { span in
+                var bytes = [UInt8](repeating: 0, count: span.range.count)
+                let read = bytes.withUnsafeMutableBytes { pread(span.descriptor, $0.baseAddress, $0.count, off_t(span.range.lowerBound)) }
+                return Array(bytes.prefix(max(read, 0)))
+            }
+        }
+    }
+
+    // A small body is read whole; a larger one goes as a span of the file, for sendfile.
+    try await fast.send(.get, try url(.get, "docs/a.txt"))
+    let (small, text) = try await fast.nextAnswer()
+    #expect(small.status == .ok && text == "hello" && small.headerFields[.contentLength] == "5")
+    try await fast.send(.get, try url(.get, "docs/photo.bin"))
+    let (whole, inline) = try await fast.nextAnswer()
+    #expect(whole.status == .ok && inline.isEmpty && whole.headerFields[.contentLength] == "40960" && whole.headerFields[.amzRequestID] != nil)
+    #expect(try await sent() == [photo])
+    // A range of it, larger than a chunk, as its span; a HEAD from the store.
+    try await fast.send(.get, try url(.get, "docs/photo.bin"), [.range: "bytes=1000-30999"])
+    let (partial, _) = try await fast.nextAnswer()
+    #expect(partial.status == .partialContent && partial.headerFields[.contentRange] == "bytes 1000-30999/40960")
+    #expect(try await sent() == [Array(photo[1000...30999])])
+    try await fast.send(.head, try url(.head, "docs/photo.bin"))
+    let (head, headBody) = try await fast.nextAnswer()
+    #expect(head.status == .ok && headBody.isEmpty && head.headerFields[.contentLength] == "40960")
+    #expect(try await fast.handedOn().isEmpty)
+
+    // Pipelined requests that arrive while the store is asked wait, in order, and so does the
+    // connection's next read; nothing goes on to the responder.
+    let pipelined: [HTTPRequestPart] = try ["docs/photo.bin", "docs/a.txt", "docs/missing"].flatMap { key in
+        [FastPathChannel.head(.get, try url(.get, key)), .end(nil)]
+    }
+    let reads = try await fast.channel.testingEventLoop.executeInContext {
+        for part in pipelined { fast.channel.pipeline.fireChannelRead(part) }
+        let before = fast.recorder.reads
+        fast.channel.pipeline.read()
+        return (before, fast.recorder.reads)
+    }
+    #expect(reads.0 == reads.1, "a read while the store is asked waits")
+    let first = try await fast.nextAnswer()
+    let second = try await fast.nextAnswer()
+    let third = try await fast.nextAnswer()
+    #expect(first.0.headerFields[.contentLength] == "40960" && second.1 == "hello" && third.0.status == .notFound)
+    #expect(try await sent() == [photo])
+    #expect(try await fast.handedOn().isEmpty)
+    #expect(try await fast.channel.testingEventLoop.executeInContext { fast.recorder.reads } == reads.0 + 1)
+
+    // Longer than one span: handed on after the store was asked, and the next GET after it.
+    try await fast.send(.get, try url(.get, "docs/big.bin"))
+    try await fast.send(.get, try url(.get, "docs/a.txt"))
+    var parts: [HTTPRequestPart] = []
+    while parts.count < 4 { parts.append(try await fast.channel.waitForInboundWrite(as: HTTPRequestPart.self)) }
+    guard case .head(let bigHead) = parts[0], case .head(let nextHead) = parts[2] else { throw ChannelError.inappropriateOperationForState }
+    let (bigURL, nextURL) = (try url(.get, "docs/big.bin"), try url(.get, "docs/a.txt"))
+    #expect(bigHead.path == bigURL && nextHead.path == nextURL)
+    #expect(try await fast.answer() == nil)
+    #expect(try await sent().isEmpty)
+    try await fast.respond()
+    try await fast.respond()
+    #expect(try await fast.answer()?.0.status == .ok)
+    #expect(try await fast.answer()?.0.status == .ok)
+    #expect(try await fast.channel.finish().isClean)
 }

@@ -5,26 +5,32 @@ import Logging
 import NIOCore
 import NIOHTTPTypes
 import TollgateDates
+import TollgateStore
 
-/// Answers the GETs and HEADs the store can answer from memory on the connection's event loop,
-/// as they arrive, without a Swift task: `Gateway.answerAtOnce` admits and renders them by the
-/// same steps as every other request, and this handler writes the answer. Every GET and HEAD is
-/// admitted here, so its refusal is written here too; an admitted one of anything else (an
-/// object or row not in memory, a listing) goes on to Hummingbird's responder, which admits it
-/// again (about 5 µs, 2 % of a 1 MiB GET). Every other request goes on unchanged.
+/// Answers GETs and HEADs of objects on the connection's event loop, as they arrive, without
+/// Hummingbird's responder: `Gateway.answerAtOnce` admits and renders them by the same steps as
+/// every other request, and this handler writes the answer. Every GET and HEAD is admitted here,
+/// so its refusal is written here too. An object the store holds in memory is answered at once.
+/// Any other object is asked of the store in a task on the event loop (`answerFromStore`); its
+/// answer is written here when it can be sent whole at once (a body in memory, or one span of
+/// cached file pages, sent with sendfile), and otherwise the request goes on to Hummingbird's
+/// responder, which admits it again and streams the body. Every other request goes on unchanged.
 ///
 /// Hummingbird hands each request to a task through an async stream and writes its response
-/// through another, which costs a small GET about a third of its CPU time (bench/gateway.sh).
-/// Small objects are what mobile apps fetch most (thumbnails, avatars, manifests).
+/// through another, which costs a small GET about a third of its CPU time, and a 1 MiB GET of
+/// cached pages about a quarter (bench/gateway.sh). Small objects are what mobile apps fetch
+/// most (thumbnails, avatars, manifests).
 ///
 /// It sits after Hummingbird's `HTTPConnectionStateHandler`, so the idle timeout and graceful
 /// shutdown see the requests answered here like any other. Answers keep their requests' order:
-/// while a request handed on is unanswered, every later one is handed on too. A request
-/// answered here has no body (none is announced), so its end is all that follows its head.
-/// While the connection is not writable (its client does not read what it asked for), requests
-/// are handed on too, and Hummingbird's responder waits for the client, which stops the reading
-/// of further requests: a client that pipelines GETs without reading the answers cannot make
-/// the server queue answers without bound.
+/// while a request handed on is unanswered, every later one is handed on too; while the store
+/// is asked, later request parts wait here and the connection is not read further (as NIO's
+/// `HTTPServerPipelineHandler` holds pipelined requests). A request answered here has no body
+/// (none is announced), so its end is all that follows its head. While the connection is not
+/// writable (its client does not read what it asked for), requests are handed on too, and
+/// Hummingbird's responder waits for the client, which stops the reading of further requests:
+/// a client that pipelines GETs without reading the answers cannot make the server queue
+/// answers without bound.
 final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -37,8 +43,17 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var handedOn = 0
     /// The current request was answered here: its end is dropped.
     private var answered = false
+    /// The head of the request whose answer the store is preparing, if any.
+    private var asking: HTTPRequest?
+    /// Request parts that arrived while the store was asked, oldest first.
+    private var waiting = CircularBuffer<HTTPRequestPart>()
+    /// A read was asked for while the store was asked: it is passed on once the answer is written.
+    private var readDeferred = false
+    private var closed = false
     /// The `Date` header, formatted once a second (Hummingbird's own cache is not shared).
     private var date: (second: Int64, text: String) = (.min, "")
+    /// Runs the store's tasks on this connection's event loop.
+    private var executor: EventLoopTaskExecutor?
 
     init(gateway: Gateway, logger: Logger) {
         self.gateway = gateway
@@ -46,13 +61,30 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        if asking != nil {
+            waiting.append(part)
+        } else {
+            receive(part, context: context)
+        }
+    }
+
+    private func receive(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+        switch part {
         case .head(let head):
-            if handedOn == 0, context.channel.isWritable, Self.mayAnswer(head),
-               let answer = gateway.answerAtOnce(head, context: TollgateRequestContext(source: .init(channel: context.channel, logger: logger))) {
-                answered = true
-                write(answer, context: context)
-                return
+            if handedOn == 0, context.channel.isWritable, Self.mayAnswer(head) {
+                let requestContext = TollgateRequestContext(source: .init(channel: context.channel, logger: logger))
+                switch gateway.answerAtOnce(head, context: requestContext) {
+                case .now(let answer):
+                    answered = true
+                    write(answer, context: context)
+                    return
+                case .fromStore(let call, let attempt):
+                    ask(head, call, attempt, requestContext, context: context)
+                    return
+                case .handOn:
+                    break
+                }
             }
             handedOn += 1
         case .body:
@@ -63,7 +95,63 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
         }
-        context.fireChannelRead(data)
+        context.fireChannelRead(wrapInboundOut(part))
+    }
+
+    /// Asks the store for the answer to `head`, in a task on the event loop; `answered(_:…)`
+    /// then writes it, or hands the request on.
+    private func ask(_ head: HTTPRequest, _ call: Gateway.Call, _ attempt: Gateway.Attempt, _ requestContext: TollgateRequestContext,
+                     context: ChannelHandlerContext) {
+        asking = head
+        let loop = context.eventLoop
+        let executor = self.executor ?? EventLoopTaskExecutor(loop)
+        self.executor = executor
+        let gateway = self.gateway
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        Task(executorPreference: executor) {
+            let answer = await gateway.answerFromStore(call, attempt, context: requestContext)
+            if loop.inEventLoop {
+                bound.value.0.answered(answer, context: bound.value.1)
+            } else {
+                loop.execute { bound.value.0.answered(answer, context: bound.value.1) }
+            }
+        }
+    }
+
+    /// The store's answer to the request asked about: written, or, when nil, the request goes on
+    /// to the responder. Then the parts that waited are received in order, until one waits again.
+    private func answered(_ answer: Gateway.StoredAnswer?, context: ChannelHandlerContext) {
+        guard let head = asking else { return }
+        asking = nil
+        guard !closed else { return }
+        if let answer {
+            answered = true
+            write(answer.rendered, span: answer.span, context: context)
+        } else {
+            handedOn += 1
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+        }
+        while asking == nil, let part = waiting.popFirst() { receive(part, context: context) }
+        context.fireChannelReadComplete()
+        if asking == nil, readDeferred {
+            readDeferred = false
+            context.read()
+        }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if asking != nil {
+            readDeferred = true
+        } else {
+            context.read()
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // An answer still to come, and the requests after it, have nowhere to go.
+        closed = true
+        waiting.removeAll()
+        context.fireChannelInactive()
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -90,7 +178,7 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// The answer with what Hummingbird adds to every response: `Date`, `Server` and, when the
     /// answer has none, `Content-Length`. The answer is consumed, so its fields are appended to
     /// in place rather than copied first.
-    private func write(_ answer: consuming Rendered, context: ChannelHandlerContext) {
+    private func write(_ answer: consuming Rendered, span: FileSpan? = nil, context: ChannelHandlerContext) {
         if !answer.headers.contains(.contentLength) {
             answer.headers.append(HTTPField(name: .contentLength, value: String(answer.body?.readableBytes ?? 0)))
         }
@@ -99,6 +187,8 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         answer.headers.append(HTTPField(name: .server, value: Gateway.serverName))
         context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.status, headerFields: answer.headers))), promise: nil)
         if let body = answer.body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
+        // The codec writes the span as the next body part and keeps its file open until it is sent.
+        if let span { context.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span), promise: nil) }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
