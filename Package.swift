@@ -34,6 +34,8 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .target(name: "TollgateCrypto", dependencies: ["CLibCrypto"], swiftSettings: swiftSettings),
+        // Linux system calls that glibc does not wrap (cachestat), as inline C.
+        .systemLibrary(name: "CLinux"),
         // Pure cores: no sockets, no files, no clocks.
         // Every date form on the wire (signature, HTTP, token, policy, log), parsed and formatted once.
         .target(name: "TollgateDates", swiftSettings: swiftSettings),
@@ -51,7 +53,7 @@ let package = Package(
         .target(
             name: "TollgateStore",
             dependencies: [
-                "TollgateCrypto", "TollgateCORS",
+                "TollgateCrypto", "TollgateCORS", "CLinux",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
+import CLinux
 import TollgateCrypto
 
 #if canImport(Glibc)
@@ -331,8 +332,31 @@ public struct FileSegments: AsyncSequence, Sendable {
 
     private static let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
 
-    /// Whether every page of `range` is in the page cache. Blocking (mmap, mincore, munmap).
+    /// Whether every page of `range` is in the page cache: by cachestat(2) (one system call),
+    /// or, where the kernel has none (before Linux 6.5) or a sandbox forbids it, by mincore.
     static func isCached(_ file: FileDescriptor, _ range: Range<Int64>) -> Bool {
+        guard !range.isEmpty else { return false }
+        if hasCachestat.load(ordering: .relaxed) {
+            if let cached = cachedByCachestat(file, range) { return cached }
+            if errno == ENOSYS || errno == EPERM { hasCachestat.store(false, ordering: .relaxed) }
+        }
+        return cachedByMincore(file, range)
+    }
+
+    /// cachestat(2) is not known to be missing (ENOSYS) or forbidden (EPERM, by a seccomp filter).
+    private static let hasCachestat = Atomic<Bool>(true)
+
+    /// Whether every page of `range` is cached, by cachestat(2); nil when the call fails.
+    static func cachedByCachestat(_ file: FileDescriptor, _ range: Range<Int64>) -> Bool? {
+        var cached: UInt64 = 0
+        guard tollgate_cached_pages(file.fd, UInt64(range.lowerBound), UInt64(range.count), &cached) == 0 else { return nil }
+        let pages = (range.upperBound - 1) / pageSize - range.lowerBound / pageSize + 1
+        return cached >= UInt64(pages)
+    }
+
+    /// Whether every page of `range` is cached, by mmap, mincore and munmap (three system calls,
+    /// and a TLB flush on the process's other CPUs).
+    static func cachedByMincore(_ file: FileDescriptor, _ range: Range<Int64>) -> Bool {
         let start = range.lowerBound / pageSize * pageSize
         let length = Int(range.upperBound - start)
         guard length > 0, let map = mmap(nil, length, PROT_READ, MAP_SHARED, file.fd, off_t(start)), map != MAP_FAILED else {

@@ -89,6 +89,46 @@ import TollgateCrypto
         #expect(ranged.body.singleBuffer.map { String(buffer: $0) } == "234")
     }
 
+    /// Whether a range's pages are cached is asked of cachestat(2) (Linux 6.5 and later), else of
+    /// mincore: the two agree on every range, cached or not, page-aligned or not.
+    @Test func cachestatAndMincoreAgreeOnWhatIsCached() throws {
+        let box = try Sandbox()
+        let path = box.data + "/resident"
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let bytes = [UInt8](repeating: 0x5A, count: 5 * page + 100)
+        try FileManager.default.createDirectory(atPath: box.data, withIntermediateDirectories: true)
+        try #require(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        let file = FileDescriptor(fd)
+        let ranges: [Range<Int64>] = [0..<Int64(bytes.count), 1..<2, Int64(page - 1)..<Int64(page + 1), Int64(2 * page)..<Int64(5 * page + 100)]
+        // Linux before 6.5 has no cachestat: then every answer is mincore's.
+        let release = ProcessInfo.processInfo.operatingSystemVersion
+        let hasCachestat = release.majorVersion > 6 || (release.majorVersion == 6 && release.minorVersion >= 5)
+        #expect(fsync(fd) == 0)
+        for range in ranges {
+            #expect(FileSegments.cachedByMincore(file, range), "\(range)")
+            if hasCachestat { #expect(FileSegments.cachedByCachestat(file, range) == true, "\(range)") }
+            #expect(FileSegments.isCached(file, range))
+        }
+        // Clean pages dropped from the cache: none of the ranges is cached any more.
+        #expect(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+        for range in ranges {
+            #expect(!FileSegments.cachedByMincore(file, range), "\(range)")
+            if hasCachestat { #expect(FileSegments.cachedByCachestat(file, range) == false, "\(range)") }
+            #expect(!FileSegments.isCached(file, range))
+        }
+        // One page read back (no readahead): a range within it is cached, one that reaches the
+        // next page is not.
+        #expect(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0)
+        var one = [UInt8](repeating: 0, count: 1)
+        #expect(pread(fd, &one, 1, off_t(page)) == 1)
+        for (range, cached) in [(Int64(page)..<Int64(page + 10), true), (Int64(page)..<Int64(2 * page + 1), false)] {
+            #expect(FileSegments.cachedByMincore(file, range) == cached, "\(range)")
+            if hasCachestat { #expect(FileSegments.cachedByCachestat(file, range) == cached, "\(range)") }
+        }
+    }
+
     /// A file-backed body also comes as segments: spans of the file where its pages are in the
     /// page cache (a sender passes them to the kernel), bytes read on the pool where they are not.
     @Test func largeBodiesComeAsCachedSpansOrBytesRead() async throws {

@@ -1,0 +1,29 @@
+#ifndef TOLLGATE_CLINUX_SHIM_H
+#define TOLLGATE_CLINUX_SHIM_H
+
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/// cachestat(2), Linux 6.5 and later: its number is the same on every architecture.
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+
+struct tollgate_cachestat_range { uint64_t off; uint64_t len; };
+struct tollgate_cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/// How many pages of bytes [offset, offset + length) of `fd` are in the page cache, by
+/// cachestat(2) (glibc has no wrapper, and Swift cannot call the variadic syscall(2)).
+/// 0 on success; -1 with errno set (ENOSYS before Linux 6.5, or where a sandbox forbids it).
+static inline int tollgate_cached_pages(int fd, uint64_t offset, uint64_t length, uint64_t *cached) {
+    struct tollgate_cachestat_range range = { offset, length };
+    struct tollgate_cachestat stat;
+    if (syscall(__NR_cachestat, fd, &range, &stat, 0) != 0) return -1;
+    *cached = stat.nr_cache;
+    return 0;
+}
+
+#endif
