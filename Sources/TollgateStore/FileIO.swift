@@ -311,10 +311,10 @@ public struct FileSegments: AsyncSequence, Sendable {
     /// The first segment's pages were cached when the file was opened.
     let firstCached: Bool
 
-    /// Opens the sequence: checks its first segment. Blocking.
-    static func open(_ file: FileDescriptor, range: Range<Int64>, segmentSize: Int, io: BlockingIO) -> FileSegments {
+    /// Opens the sequence: checks its first segment, unless `firstCached` says (blocking).
+    static func open(_ file: FileDescriptor, range: Range<Int64>, segmentSize: Int, io: BlockingIO, firstCached: Bool? = nil) -> FileSegments {
         let first = range.lowerBound..<Swift.min(range.lowerBound + Int64(segmentSize), range.upperBound)
-        return FileSegments(file: file, range: range, segmentSize: segmentSize, io: io, firstCached: isCached(file, first))
+        return FileSegments(file: file, range: range, segmentSize: segmentSize, io: io, firstCached: firstCached ?? isCached(file, first))
     }
 
     /// The whole range as one span, when it is one segment and its pages were cached when the

@@ -222,27 +222,41 @@ public final class LocalObjectStore: ObjectStore {
         }
     }
 
-    /// Opens the object file in one job, which also reads `range` when it is at most
-    /// `readChunkSize` (the file is then closed before the response starts), or else checks
-    /// whether the first of its file segments is cached; the rest is read, or handed out as
-    /// segments, as the body is consumed. Nil when the file is gone (replaced or deleted since
-    /// its row was read).
-    func openBody(_ fileID: String, range: Range<Int64>) async throws -> ObjectBody? {
+    /// Opens the object file (unless `open` is given: the cache kept it open) in one job, which
+    /// also reads `range` when it is at most `readChunkSize` (the body is then in memory), or
+    /// else checks whether the first of its file segments is cached; the rest is read, or
+    /// handed out as segments, as the body is consumed. Returns the open file too; nil when the
+    /// file is gone (replaced or deleted since its row was read).
+    func openBody(_ fileID: String, range: Range<Int64>, open: FileDescriptor? = nil) async throws -> (ObjectBody, FileDescriptor)? {
         let path = try layout.objectPath(fileID)
-        let (chunkSize, segmentSize, io) = (configuration.readChunkSize, configuration.sendSegmentSize, io)
-        return try await io.run { () throws(StoreError) -> ObjectBody? in
-            let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
-            if fd < 0 {
-                if errno == ENOENT { return nil }
-                throw Posix.failure("open")
+        let io = io
+        return try await io.run { [configuration] () throws(StoreError) -> (ObjectBody, FileDescriptor)? in
+            let file: FileDescriptor
+            if let open {
+                file = open
+            } else {
+                let fd = Foundation.open(path, O_RDONLY | O_CLOEXEC)
+                if fd < 0 {
+                    if errno == ENOENT { return nil }
+                    throw Posix.failure("open")
+                }
+                file = FileDescriptor(fd)
             }
-            let file = FileDescriptor(fd)
-            if range.count <= chunkSize { return ObjectBody(try FileChunks.read(file, at: range.lowerBound, count: range.count)) }
-            return ObjectBody(
-                chunks: FileChunks(file: file, range: range, chunkSize: chunkSize, io: io),
-                segments: FileSegments.open(file, range: range, segmentSize: segmentSize, io: io)
-            )
+            if range.count <= configuration.readChunkSize {
+                return (ObjectBody(try FileChunks.read(file, at: range.lowerBound, count: range.count)), file)
+            }
+            return (Self.fileBody(file, range: range, firstCached: nil, configuration: configuration, io: io), file)
         }
+    }
+
+    /// A range of an open file as a body, of chunks to read or segments to send; whether the
+    /// first segment is cached is checked here (blocking) unless `firstCached` says.
+    private static func fileBody(_ file: FileDescriptor, range: Range<Int64>, firstCached: Bool?,
+                                 configuration: Configuration, io: BlockingIO) -> ObjectBody {
+        ObjectBody(
+            chunks: FileChunks(file: file, range: range, chunkSize: configuration.readChunkSize, io: io),
+            segments: FileSegments.open(file, range: range, segmentSize: configuration.sendSegmentSize, io: io, firstCached: firstCached)
+        )
     }
 
     /// Writes `body` to `writer` in batches of `writeBatchSize`, one pool job per batch, and
@@ -403,9 +417,11 @@ public final class LocalObjectStore: ObjectStore {
             if let known = cached.object { object = known } else { object = try await lookup(bucket: bucket, key: key, generation: cached.generation) }
             let info = object.info
             let served = try range?.resolve(size: info.size) ?? 0..<info.size
-            guard let body = try await openBody(object.fileID, range: served) else { continue }
-            if served.count == info.size, let whole = body.singleBuffer {
-                objectCache.fill(object, body: whole, generation: cached.generation)
+            guard let (body, file) = try await openBody(object.fileID, range: served, open: cached.file) else { continue }
+            if info.size <= objectCache.maximumBodySize {
+                if served.count == info.size, let whole = body.singleBuffer { objectCache.fill(object, body: whole, generation: cached.generation) }
+            } else if cached.file == nil {
+                objectCache.keepOpen(file, of: object, generation: cached.generation)
             }
             return ObjectRead(info: info, range: served, isPartial: range != nil, body: body)
         }
@@ -417,11 +433,18 @@ public final class LocalObjectStore: ObjectStore {
         objectCache.get(bucket: bucket, key: key).object?.info
     }
 
-    /// A small object read before, from the object cache.
-    public func objectInMemory(bucket: String, key: String) -> ObjectInMemory? {
+    /// What `getObject` would read, at once, from the object cache: a small object's bytes, or
+    /// a range of up to one segment of a file the cache keeps open, when its pages are in the
+    /// page cache (checked here: one cachestat call, which never waits on the disk).
+    public func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ObjectRead? {
         let cached = objectCache.get(bucket: bucket, key: key)
-        guard let info = cached.object?.info, let bytes = cached.body else { return nil }
-        return ObjectInMemory(info: info, bytes: bytes)
+        guard let info = cached.object?.info else { return nil }
+        if let bytes = cached.body { return try ObjectInMemory(info: info, bytes: bytes).read(range: range) }
+        guard let file = cached.file else { return nil }
+        let served = try range?.resolve(size: info.size) ?? 0..<info.size
+        guard served.count <= configuration.sendSegmentSize, FileSegments.isCached(file, served) else { return nil }
+        return ObjectRead(info: info, range: served, isPartial: range != nil,
+                          body: Self.fileBody(file, range: served, firstCached: true, configuration: configuration, io: io))
     }
 
     public func deleteObject(bucket: String, key: String) async throws {

@@ -237,9 +237,9 @@ public final class MemoryObjectStore: ObjectStore {
     }
 
     /// Every object: all of them are in memory.
-    public func objectInMemory(bucket: String, key: String) -> ObjectInMemory? {
+    public func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ObjectRead? {
         guard let object = state.withLock({ try? $0.object(bucket, key) }) else { return nil }
-        return ObjectInMemory(info: object.info, bytes: object.bytes)
+        return try ObjectInMemory(info: object.info, bytes: object.bytes).read(range: range)
     }
 
     public func infoInMemory(bucket: String, key: String) -> ObjectInfo? {

@@ -47,11 +47,13 @@ public protocol ObjectStore: Sendable {
     /// describes, even if the object is overwritten while the body is being read.
     func getObject(bucket: String, key: String, range: ByteRange?) async throws -> ObjectRead
     func headObject(bucket: String, key: String) async throws -> ObjectInfo
-    /// The object, when the store holds all of it in memory (a small object it keeps cached):
-    /// what `getObject` would read, had at once, without waiting on anything. nil otherwise, and
-    /// for a missing object (`getObject` then says why); a store that keeps nothing in memory
-    /// always answers nil. The gateway answers such GETs on the connection's event loop.
-    func objectInMemory(bucket: String, key: String) -> ObjectInMemory?
+    /// What `getObject` would read, had at once, without waiting on anything: a small object the
+    /// store keeps in memory, or (the local store) a range of a file it keeps open whose pages
+    /// are in the page cache. nil otherwise, and for a missing object (`getObject` then says
+    /// why); a store that keeps nothing at hand always answers nil. Throws only what `getObject`
+    /// would (a range the object does not have). The gateway answers such GETs on the
+    /// connection's event loop.
+    func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ObjectRead?
     /// The object's row, when the store holds it in memory (a cached row, whatever the size of
     /// its object): what `headObject` would return, had at once. nil otherwise, and for a
     /// missing object. The gateway answers such HEADs on the connection's event loop.
@@ -290,7 +292,7 @@ public struct ObjectInfo: Sendable, Equatable {
     }
 }
 
-/// A whole object held in memory (`ObjectStore.objectInMemory`).
+/// A whole object held in memory, and how a store that has it reads it (`readAtOnce`, `getObject`).
 public struct ObjectInMemory: Sendable {
     public let info: ObjectInfo
     /// All of its bytes.

@@ -680,6 +680,18 @@ private final class FastPathChannel: Sendable {
         }
     }
 
+    /// The bytes of the file spans sent since the last call.
+    func sentFiles() async throws -> [[UInt8]] {
+        try await channel.testingEventLoop.executeInContext { [recorder] in
+            defer { recorder.spans.removeAll() }
+            return recorder.spans.map { span in
+                var bytes = [UInt8](repeating: 0, count: span.range.count)
+                let read = bytes.withUnsafeMutableBytes { pread(span.descriptor, $0.baseAddress, $0.count, off_t(span.range.lowerBound)) }
+                return Array(bytes.prefix(max(read, 0)))
+            }
+        }
+    }
+
     /// The request parts handed on to the responder.
     func handedOn() async throws -> [HTTPRequestPart] {
         var parts: [HTTPRequestPart] = []
@@ -829,17 +841,7 @@ func getsFromTheStoreAreAnsweredOnTheConnection() async throws {
     let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
     let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
     func url(_ method: HTTPRequest.Method, _ key: String) throws -> String { try presignS3(Unsigned(method, "tollgate", key), credentials) }
-    /// The bytes of the spans sent since the last call.
-    func sent() async throws -> [[UInt8]] {
-        try await fast.channel.testingEventLoop.executeInContext {
-            defer { fast.recorder.spans.removeAll() }
-            return fast.recorder.spans.map { span in
-                var bytes = [UInt8](repeating: 0, count: span.range.count)
-                let read = bytes.withUnsafeMutableBytes { pread(span.descriptor, $0.baseAddress, $0.count, off_t(span.range.lowerBound)) }
-                return Array(bytes.prefix(max(read, 0)))
-            }
-        }
-    }
+    func sent() async throws -> [[UInt8]] { try await fast.sentFiles() }
 
     // A small body is read whole; a larger one goes as a span of the file, for sendfile.
     try await fast.send(.get, try url(.get, "docs/a.txt"))
@@ -893,5 +895,55 @@ func getsFromTheStoreAreAnsweredOnTheConnection() async throws {
     try await fast.respond()
     #expect(try await fast.answer()?.0.status == .ok)
     #expect(try await fast.answer()?.0.status == .ok)
+    #expect(try await fast.channel.finish().isClean)
+}
+
+@Test("a GET of a file the store keeps open, whose pages are cached, is answered at once as a span of it, until a write replaces it",
+      .timeLimit(.minutes(1)))
+func getsOfOpenFilesAreAnsweredAtOnce() async throws {
+    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+    defer { fixture.remove() }
+    let store = try LocalObjectStore(configuration: .init(directory: fixture.directory + "/store", sendSegmentSize: 64 * 1024))
+    _ = try await store.ensureBuckets(["tollgate"])
+    func put(_ bytes: [UInt8]) async throws {
+        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
+        writer.yield(ByteBuffer(bytes: bytes))
+        writer.finish()
+        _ = try await store.putObject(bucket: "tollgate", key: "docs/photo.bin", body: body, metadata: ObjectMetadata())
+    }
+    let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    try await put(photo)
+    let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
+    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
+    let target = try presignS3(Unsigned(.get, "tollgate", "docs/photo.bin"), credentials)
+
+    // The first GET asks the store, which reads it (40 KiB: in one job) and keeps its file open.
+    try await fast.send(.get, target)
+    let (first, firstBody) = try await fast.nextAnswer()
+    #expect(first.status == .ok && firstBody == String(decoding: photo, as: UTF8.self))
+    // The next ones are answered while they are received: the file's span, or a range of it.
+    try await fast.send(.get, target)
+    let (second, inline) = try #require(try await fast.answer(), "answered at once")
+    #expect(second.status == .ok && inline.isEmpty && second.headerFields[.contentLength] == "40960")
+    #expect(try await fast.sentFiles() == [photo])
+    try await fast.send(.get, target, [.range: "bytes=100-199"])
+    let (ranged, _) = try #require(try await fast.answer(), "answered at once")
+    #expect(ranged.status == .partialContent && ranged.headerFields[.contentRange] == "bytes 100-199/40960")
+    #expect(try await fast.sentFiles() == [Array(photo[100...199])])
+    try await fast.send(.get, target, [.range: "bytes=50000-"])
+    let (unsatisfiable, _) = try #require(try await fast.answer(), "refused at once")
+    #expect(unsatisfiable.status == .rangeNotSatisfiable)
+
+    // A write replaces it: the next GET serves the new version, never the open old file.
+    let replaced = photo.reversed() as [UInt8]
+    try await put(replaced)
+    try await fast.send(.get, target)
+    let (afterWrite, afterBody) = try await fast.nextAnswer()
+    #expect(afterWrite.status == .ok && afterBody == String(decoding: replaced, as: UTF8.self))
+    #expect(try await fast.sentFiles().isEmpty)
+    try await fast.send(.get, target)
+    _ = try #require(try await fast.answer(), "answered at once")
+    #expect(try await fast.sentFiles() == [replaced])
+    #expect(try await fast.handedOn().isEmpty)
     #expect(try await fast.channel.finish().isClean)
 }

@@ -120,3 +120,102 @@ import Testing
         #expect(cache.get(bucket: "b", key: "c").body == ByteBuffer(string: "cccc"))
     }
 }
+
+/// Larger objects keep their files open in the cache, so that a GET of cached pages opens
+/// nothing and needs no pool job (`readAtOnce`); no write may leave a replaced or deleted file
+/// open, nor a read see one.
+@Suite struct OpenFileCacheTests {
+    /// Descriptors of this process open on deleted files under `directory`.
+    func deletedFilesOpen(under directory: String) -> [String] {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0) }
+            .filter { $0.hasPrefix(directory) && $0.hasSuffix("(deleted)") }
+    }
+
+    /// The bytes a read at once hands over as one span of its file.
+    func spanBytes(_ read: ObjectRead) throws -> [UInt8] {
+        let span = try #require(read.body.fileSegments?.cachedWhole)
+        var bytes = [UInt8](repeating: 0, count: span.range.count)
+        #expect(pread(span.descriptor, &bytes, bytes.count, off_t(span.range.lowerBound)) == bytes.count)
+        return bytes
+    }
+
+    @Test func largerObjectsAreReadAtOnceFromTheirOpenFileUntilTheNextWrite() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("cache")
+        let content = String(repeating: "0123456789abcdef", count: 4096)  // 64 KiB: no bytes kept
+        try await store.put("cache", "k", content)
+        #expect(try store.readAtOnce(bucket: "cache", key: "k", range: nil) == nil, "nothing read yet")
+        #expect(try await store.content("cache", "k") == content)
+        #expect(store.objectCache.openFiles == 1 && store.objectCache.cachedBodyBytes == 0)
+
+        // At once: the whole object, or a range, as a span of the open file. (Each read holds
+        // the file open while it lives, as a body being sent does.)
+        do {
+            let whole = try #require(try store.readAtOnce(bucket: "cache", key: "k", range: nil))
+            #expect(!whole.isPartial && whole.range == 0..<65536)
+            #expect(try spanBytes(whole) == Array(content.utf8))
+            let ranged = try #require(try store.readAtOnce(bucket: "cache", key: "k", range: ByteRange.parse("bytes=16-25")))
+            #expect(ranged.isPartial && ranged.contentRange == "bytes 16-25/65536")
+            #expect(try spanBytes(ranged) == Array("0123456789".utf8))
+        }
+        #expect(throws: StoreError.invalidRange(size: 65536)) { try store.readAtOnce(bucket: "cache", key: "k", range: ByteRange.parse("bytes=70000-")) }
+
+        // Pages not in the page cache: not at once, but read through the open file as before.
+        let file = try #require(box.objectFiles.first)
+        let fd = open(box.data + "/objects/" + file, O_RDONLY)
+        #expect(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0)
+        close(fd)
+        #expect(try store.readAtOnce(bucket: "cache", key: "k", range: nil) == nil)
+        #expect(try await store.content("cache", "k") == content)
+
+        // A write closes every kept file before it deletes the replaced one: nothing deleted stays
+        // open, and the next read is the new version's.
+        let second = String(content.reversed())
+        try await store.put("cache", "k", second)
+        #expect(store.objectCache.openFiles == 0)
+        #expect(try store.readAtOnce(bucket: "cache", key: "k", range: nil) == nil)
+        #expect(deletedFilesOpen(under: box.data).isEmpty)
+        #expect(try await store.content("cache", "k") == second)
+        do {
+            let again = try #require(try store.readAtOnce(bucket: "cache", key: "k", range: nil))
+            #expect(try spanBytes(again) == Array(second.utf8))
+        }
+        try await store.deleteObject(bucket: "cache", key: "k")
+        #expect(try store.readAtOnce(bucket: "cache", key: "k", range: nil) == nil)
+        #expect(store.objectCache.openFiles == 0 && deletedFilesOpen(under: box.data).isEmpty)
+    }
+
+    @Test func keptFilesStayWithinTheirCapacityAndMatchTheirRows() throws {
+        let cache = ObjectInfoCache(capacity: 8, fileCapacity: 2)
+        let modified = Date()
+        func row(_ key: String) -> StoredObject {
+            StoredObject(info: ObjectInfo(bucket: "b", key: key, size: 100_000, etag: "\"e\"", lastModified: modified, metadata: ObjectMetadata(),
+                                          isAppendable: false), fileID: "id-" + key)
+        }
+        func devNull() -> TollgateStore.FileDescriptor { TollgateStore.FileDescriptor(open("/dev/null", O_RDONLY)) }
+        // Not kept for a row the cache does not hold, nor after a write ended since the lookup.
+        cache.keepOpen(devNull(), of: row("a"), generation: cache.get(bucket: "b", key: "a").generation)
+        #expect(cache.openFiles == 0)
+        let before = cache.get(bucket: "b", key: "a").generation
+        cache.fill(row("a"), generation: before)
+        cache.invalidate()
+        cache.fill(row("a"), generation: cache.get(bucket: "b", key: "a").generation)
+        cache.keepOpen(devNull(), of: row("a"), generation: before)
+        #expect(cache.openFiles == 0)
+        // Kept for the row it was opened for, and handed out with it.
+        for key in ["a", "b", "c"] {
+            let lookup = cache.get(bucket: "b", key: key)
+            if lookup.object == nil { cache.fill(row(key), generation: lookup.generation) }
+            cache.keepOpen(devNull(), of: row(key), generation: lookup.generation)
+            #expect(cache.openFiles <= 2)
+            #expect(cache.get(bucket: "b", key: key).file != nil)
+        }
+        // A row replaced in the cache by another version does not take the old version's file.
+        cache.keepOpen(devNull(), of: StoredObject(info: row("c").info, fileID: "other"), generation: cache.get(bucket: "b", key: "c").generation)
+        #expect(cache.get(bucket: "b", key: "c").file != nil && cache.openFiles <= 2)
+        cache.invalidate()
+        #expect(cache.openFiles == 0 && cache.get(bucket: "b", key: "c").file == nil)
+    }
+}

@@ -159,79 +159,83 @@ struct Gateway: HTTPResponder, Sendable {
 
     /// What `GatewayFastPath` does with a GET or HEAD, decided on the connection's event loop.
     enum FastAnswer {
-        /// Answered at once: the object, or its row for a HEAD, was in memory, or it was refused.
-        case now(Rendered)
+        /// Answered at once: the store had the object (for HEAD, its row) at hand, or it was refused.
+        case now(WholeAnswer)
         /// Admitted; the store has to be asked (`answerFromStore`).
         case fromStore(Call, Attempt)
         /// Admitted, but not a GET or HEAD of an object: Hummingbird hands it to `respond`.
         case handOn
     }
 
-    /// An answer from the store for `GatewayFastPath`: its head, and its body in memory or as one
-    /// span of cached file pages that the connection sends with sendfile.
-    struct StoredAnswer: Sendable {
+    /// An answer that `GatewayFastPath` writes at once: its head, and its body in memory or as
+    /// one span of cached file pages that the connection sends with sendfile.
+    struct WholeAnswer: Sendable {
         var rendered: Rendered
         var span: FileSpan? = nil
     }
 
     /// A GET or HEAD at the fast path (`GatewayFastPath`), by the same steps as `answer`:
-    /// admitted, then rendered by `objectAnswer` or `headAnswer`, at once when the store holds
-    /// the object (for HEAD, its row) in memory; or refused. The store is asked only once the
-    /// request is admitted, so a refusal takes the same path and time whether or not the object
-    /// is in memory, and tells nothing of it.
+    /// admitted, then rendered by `objectAnswer` or `headAnswer`, at once when the store has what
+    /// it needs at hand (`readAtOnce`, `infoInMemory`); or refused. The store is asked only once
+    /// the request is admitted, so a refusal takes the same path and time whether or not the
+    /// object is at hand, and tells nothing of it.
     func answerAtOnce(_ head: HTTPRequest, context: Context) -> FastAnswer {
         var context = context
         var attempt = Attempt(head)
         do {
             let call = try admit(head, body: RequestBody(buffer: ByteBuffer()), context: &context, attempt: &attempt)
-            var rendered: Rendered
+            var answer: WholeAnswer
             switch call.route {
             case .getObject(let bucket, let key):
-                guard let object = store.objectInMemory(bucket: bucket, key: key) else { return .fromStore(call, attempt) }
-                rendered = try objectAnswer(call, read: object.read(range: Self.range(call)))
+                guard let read = try store.readAtOnce(bucket: bucket, key: key, range: Self.range(call)),
+                      let whole = try wholeAnswer(call, read: read) else { return .fromStore(call, attempt) }
+                answer = whole
             case .headObject(let bucket, let key):
                 guard let info = store.infoInMemory(bucket: bucket, key: key) else { return .fromStore(call, attempt) }
-                rendered = try headAnswer(call, info: info)
+                answer = WholeAnswer(rendered: try headAnswer(call, info: info))
             default:
                 return .handOn
             }
-            finish(&rendered.headers, status: rendered.status, attempt)
-            return .now(rendered)
+            finish(&answer.rendered.headers, status: answer.rendered.status, attempt)
+            return .now(answer)
         } catch {
-            return .now(refusal(error, attempt, context: context))
+            return .now(WholeAnswer(rendered: refusal(error, attempt, context: context)))
         }
     }
 
     /// The answer to an admitted GET or HEAD (`FastAnswer.fromStore`) from the store, as
-    /// `handle` renders it, when it can be sent whole at once: a HEAD, a 304, a refusal, a body in
-    /// memory, or one span of cached file pages (plain TCP). Nil for a body still to be read from
-    /// the disk or longer than one span: Hummingbird's responder then sends it, admitting the
-    /// request again (a few µs beside such a transfer).
-    func answerFromStore(_ call: Call, _ attempt: Attempt, context: Context) async -> StoredAnswer? {
+    /// `handle` renders it, when it can be sent whole at once (`wholeAnswer`); a HEAD, a
+    /// refusal. Nil for a body still to be read from the disk or longer than one span:
+    /// Hummingbird's responder then sends it, admitting the request again (a few µs beside such
+    /// a transfer).
+    func answerFromStore(_ call: Call, _ attempt: Attempt, context: Context) async -> WholeAnswer? {
         do {
-            var answer: StoredAnswer
+            var answer: WholeAnswer
             switch call.route {
             case .getObject(let bucket, let key):
                 let read = try await store.getObject(bucket: bucket, key: key, range: Self.range(call))
-                let rendered = try objectAnswer(call, read: read)
-                if rendered.status == .notModified || read.body.isInMemory {
-                    answer = StoredAnswer(rendered: rendered)
-                } else if sendsFiles, let span = read.body.fileSegments?.cachedWhole {
-                    metrics.bytesSent(call.dialect).increment(by: Int64(span.range.count))
-                    answer = StoredAnswer(rendered: rendered, span: span)
-                } else {
-                    return nil
-                }
+                guard let whole = try wholeAnswer(call, read: read) else { return nil }
+                answer = whole
             case .headObject(let bucket, let key):
-                answer = StoredAnswer(rendered: try headAnswer(call, info: try await store.headObject(bucket: bucket, key: key)))
+                answer = WholeAnswer(rendered: try headAnswer(call, info: try await store.headObject(bucket: bucket, key: key)))
             default:
                 return nil
             }
             finish(&answer.rendered.headers, status: answer.rendered.status, attempt)
             return answer
         } catch {
-            return StoredAnswer(rendered: refusal(error, attempt, context: context))
+            return WholeAnswer(rendered: refusal(error, attempt, context: context))
         }
+    }
+
+    /// A GET's answer for `read` (`objectAnswer`) when it can be sent whole at once: a 304, a
+    /// body in memory, or one span of cached file pages (plain TCP only). Nil otherwise.
+    func wholeAnswer(_ call: Call, read: ObjectRead) throws(GatewayError) -> WholeAnswer? {
+        let rendered = try objectAnswer(call, read: read)
+        if rendered.status == .notModified || read.body.isInMemory { return WholeAnswer(rendered: rendered) }
+        guard sendsFiles, let span = read.body.fileSegments?.cachedWhole else { return nil }
+        metrics.bytesSent(call.dialect).increment(by: Int64(span.range.count))
+        return WholeAnswer(rendered: rendered, span: span)
     }
 
     /// Routes, authenticates and authorizes a request: every step before its handler, none of

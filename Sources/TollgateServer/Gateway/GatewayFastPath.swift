@@ -10,7 +10,8 @@ import TollgateStore
 /// Answers GETs and HEADs of objects on the connection's event loop, as they arrive, without
 /// Hummingbird's responder: `Gateway.answerAtOnce` admits and renders them by the same steps as
 /// every other request, and this handler writes the answer. Every GET and HEAD is admitted here,
-/// so its refusal is written here too. An object the store holds in memory is answered at once.
+/// so its refusal is written here too. An object the store has at hand (`readAtOnce`: in memory,
+/// or a file the store keeps open whose pages are cached) is answered at once, without a task.
 /// Any other object is asked of the store in a task on the event loop (`answerFromStore`); its
 /// answer is written here when it can be sent whole at once (a body in memory, or one span of
 /// cached file pages, sent with sendfile), and otherwise the request goes on to Hummingbird's
@@ -77,7 +78,7 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                 switch gateway.answerAtOnce(head, context: requestContext) {
                 case .now(let answer):
                     answered = true
-                    write(answer, context: context)
+                    write(answer.rendered, span: answer.span, context: context)
                     return
                 case .fromStore(let call, let attempt):
                     ask(head, call, attempt, requestContext, context: context)
@@ -120,7 +121,7 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The store's answer to the request asked about: written, or, when nil, the request goes on
     /// to the responder. Then the parts that waited are received in order, until one waits again.
-    private func answered(_ answer: Gateway.StoredAnswer?, context: ChannelHandlerContext) {
+    private func answered(_ answer: Gateway.WholeAnswer?, context: ChannelHandlerContext) {
         guard let head = asking else { return }
         asking = nil
         guard !closed else { return }
