@@ -99,7 +99,7 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelRead(wrapInboundOut(part))
     }
 
-    /// Asks the store for the answer to `head`, in a task on the event loop; `answered(_:…)`
+    /// Asks the store for the answer to `head`, in a task on the event loop; `storeAnswered`
     /// then writes it, or hands the request on.
     private func ask(_ head: HTTPRequest, _ call: Gateway.Call, _ attempt: Gateway.Attempt, _ requestContext: TollgateRequestContext,
                      context: ChannelHandlerContext) {
@@ -112,16 +112,16 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         Task(executorPreference: executor) {
             let answer = await gateway.answerFromStore(call, attempt, context: requestContext)
             if loop.inEventLoop {
-                bound.value.0.answered(answer, context: bound.value.1)
+                bound.value.0.storeAnswered(answer, context: bound.value.1)
             } else {
-                loop.execute { bound.value.0.answered(answer, context: bound.value.1) }
+                loop.execute { bound.value.0.storeAnswered(answer, context: bound.value.1) }
             }
         }
     }
 
     /// The store's answer to the request asked about: written, or, when nil, the request goes on
     /// to the responder. Then the parts that waited are received in order, until one waits again.
-    private func answered(_ answer: Gateway.WholeAnswer?, context: ChannelHandlerContext) {
+    private func storeAnswered(_ answer: Gateway.WholeAnswer?, context: ChannelHandlerContext) {
         guard let head = asking else { return }
         asking = nil
         guard !closed else { return }
