@@ -102,10 +102,22 @@ public final class LocalObjectStore: ObjectStore {
     private let uploadLimit: Atomic<Int>
     public let recovery: RecoveryReport
 
+    /// How many files the object cache keeps open: 256, or an eighth of the process's limit on
+    /// open descriptors when that is lower, so that connections keep the rest.
+    static func keptFiles() -> Int {
+        var limit = rlimit()
+        #if os(Linux)
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        #else
+        guard getrlimit(RLIMIT_NOFILE, &limit) == 0 else { return 0 }
+        #endif
+        return Int(Swift.min(256, limit.rlim_cur / 8))
+    }
+
     /// Opens (creating if needed) the store and runs crash recovery. Call before serving.
     public init(configuration: Configuration) throws {
         self.configuration = configuration
-        objectCache = ObjectInfoCache(capacity: configuration.cachedObjects)
+        objectCache = ObjectInfoCache(capacity: configuration.cachedObjects, fileCapacity: Self.keptFiles())
         storageState = StorageFullState(changed: configuration.storageFullChanged)
         uploadLimit = Atomic(configuration.maxUploadsPerBucket)
         io = BlockingIO(threads: configuration.ioThreads)

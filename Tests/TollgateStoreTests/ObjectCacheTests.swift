@@ -187,6 +187,19 @@ import Testing
         #expect(store.objectCache.openFiles == 0 && deletedFilesOpen(under: box.data).isEmpty)
     }
 
+    /// At most an eighth of the descriptors the process may open, and never more than 256.
+    @Test func keptFilesLeaveMostDescriptorsToConnections() throws {
+        var limit = rlimit()
+        #if os(Linux)
+        try #require(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0)
+        #else
+        try #require(getrlimit(RLIMIT_NOFILE, &limit) == 0)
+        #endif
+        let kept = LocalObjectStore.keptFiles()
+        #expect(kept > 0 && kept <= 256 && UInt64(kept) <= UInt64(limit.rlim_cur) / 8)
+        #expect(try Sandbox().open().objectCache.fileCapacity == kept)
+    }
+
     @Test func keptFilesStayWithinTheirCapacityAndMatchTheirRows() throws {
         let cache = ObjectInfoCache(capacity: 8, fileCapacity: 2)
         let modified = Date()
