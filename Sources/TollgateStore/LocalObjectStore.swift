@@ -449,10 +449,11 @@ public final class LocalObjectStore: ObjectStore {
     /// a range of up to one segment of a file the cache keeps open, when its pages are in the
     /// page cache (checked here: one cachestat call, which never waits on the disk).
     public func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ObjectRead? {
-        let cached = objectCache.get(bucket: bucket, key: key)
-        guard let info = cached.object?.info else { return nil }
-        if let bytes = cached.body { return try ObjectInMemory(info: info, bytes: bytes).read(range: range) }
-        guard let file = cached.file else { return nil }
+        // Taken apart at once: reading the tuple's parts one by one copies it whole each time.
+        let (object, bytes, file, _) = objectCache.get(bucket: bucket, key: key)
+        guard let info = object?.info else { return nil }
+        if let bytes { return try ObjectInMemory(info: info, bytes: bytes).read(range: range) }
+        guard let file else { return nil }
         let served = try range?.resolve(size: info.size) ?? 0..<info.size
         guard served.count <= configuration.sendSegmentSize, FileSegments.isCached(file, served) else { return nil }
         return ObjectRead(info: info, range: served, isPartial: range != nil,

@@ -78,7 +78,7 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                 switch gateway.answerAtOnce(head, context: requestContext) {
                 case .now(let answer):
                     answered = true
-                    write(answer.rendered, span: answer.span, context: context)
+                    write(answer, context: context)
                     return
                 case .fromStore(let call, let attempt):
                     ask(head, call, attempt, requestContext, context: context)
@@ -127,7 +127,7 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         guard !closed else { return }
         if let answer {
             answered = true
-            write(answer.rendered, span: answer.span, context: context)
+            write(answer, context: context)
         } else {
             handedOn += 1
             context.fireChannelRead(wrapInboundOut(.head(head)))
@@ -179,17 +179,17 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// The answer with what Hummingbird adds to every response: `Date`, `Server` and, when the
     /// answer has none, `Content-Length`. The answer is consumed, so its fields are appended to
     /// in place rather than copied first.
-    private func write(_ answer: consuming Rendered, span: FileSpan? = nil, context: ChannelHandlerContext) {
-        if !answer.headers.contains(.contentLength) {
-            answer.headers.append(HTTPField(name: .contentLength, value: String(answer.body?.readableBytes ?? 0)))
+    private func write(_ answer: consuming Gateway.WholeAnswer, context: ChannelHandlerContext) {
+        if !answer.rendered.headers.contains(.contentLength) {
+            answer.rendered.headers.append(HTTPField(name: .contentLength, value: String(answer.rendered.body?.readableBytes ?? 0)))
         }
         // No answer of the gateway's sets either: appended, not searched for.
-        answer.headers.append(HTTPField(name: .date, value: httpDate(gateway.clock())))
-        answer.headers.append(HTTPField(name: .server, value: Gateway.serverName))
-        context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.status, headerFields: answer.headers))), promise: nil)
-        if let body = answer.body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
+        answer.rendered.headers.append(HTTPField(name: .date, value: httpDate(gateway.clock())))
+        answer.rendered.headers.append(HTTPField(name: .server, value: Gateway.serverName))
+        context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.rendered.status, headerFields: answer.rendered.headers))), promise: nil)
+        if let body = answer.rendered.body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         // The codec writes the span as the next body part and keeps its file open until it is sent.
-        if let span { context.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span), promise: nil) }
+        if let span = answer.span { context.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span), promise: nil) }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
