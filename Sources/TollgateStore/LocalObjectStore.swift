@@ -405,9 +405,9 @@ public final class LocalObjectStore: ObjectStore {
     }
 
     public func headObject(bucket: String, key: String) async throws -> ObjectInfo {
-        let cached = objectCache.get(bucket: bucket, key: key)
-        if let object = cached.object { return object.info }
-        return try await lookup(bucket: bucket, key: key, generation: cached.generation).info
+        let (object, _, _, generation) = objectCache.get(bucket: bucket, key: key)
+        if let object { return object.info }
+        return try await lookup(bucket: bucket, key: key, generation: generation).info
     }
 
     /// The committed row, from the index, cached if no write ended since `generation`.
@@ -421,19 +421,20 @@ public final class LocalObjectStore: ObjectStore {
         // Between reading the row and opening its file, a concurrent overwrite may commit and
         // delete that file; then read the new row and try again.
         for _ in 0..<8 {
-            let cached = objectCache.get(bucket: bucket, key: key)
-            if let info = cached.object?.info, let bytes = cached.body {
+            // Taken apart at once, as in `readAtOnce`.
+            let (known, bytes, kept, generation) = objectCache.get(bucket: bucket, key: key)
+            if let info = known?.info, let bytes {
                 return try ObjectInMemory(info: info, bytes: bytes).read(range: range)
             }
             let object: StoredObject
-            if let known = cached.object { object = known } else { object = try await lookup(bucket: bucket, key: key, generation: cached.generation) }
+            if let known { object = known } else { object = try await lookup(bucket: bucket, key: key, generation: generation) }
             let info = object.info
             let served = try range?.resolve(size: info.size) ?? 0..<info.size
-            guard let (body, file) = try await openBody(object.fileID, range: served, open: cached.file) else { continue }
+            guard let (body, file) = try await openBody(object.fileID, range: served, open: kept) else { continue }
             if info.size <= objectCache.maximumBodySize {
-                if served.count == info.size, let whole = body.singleBuffer { objectCache.fill(object, body: whole, generation: cached.generation) }
-            } else if cached.file == nil {
-                objectCache.keepOpen(file, of: object, generation: cached.generation)
+                if served.count == info.size, let whole = body.singleBuffer { objectCache.fill(object, body: whole, generation: generation) }
+            } else if kept == nil {
+                objectCache.keepOpen(file, of: object, generation: generation)
             }
             return ObjectRead(info: info, range: served, isPartial: range != nil, body: body)
         }
