@@ -49,15 +49,17 @@ private let secondKey = """
     -----END PRIVATE KEY-----
     """
 
-/// A scratch directory with `cert.pem` and `key.pem` holding the given texts.
-private func files(certificate: String, key: String) throws -> TLSFiles {
+/// Runs `body` with `cert.pem` and `key.pem` holding the given texts, in a scratch directory
+/// removed afterwards (it holds a private key).
+private func withFiles(certificate: String, key: String, _ body: (TLSFiles) throws -> Void) throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-tls-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
     let files = TLSFiles(certificateFile: directory.appendingPathComponent("cert.pem").path,
                          keyFile: directory.appendingPathComponent("key.pem").path)
     try write(certificate, to: files.certificateFile)
     try write(key, to: files.keyFile)
-    return files
+    try body(files)
 }
 
 private func write(_ text: String, to path: String) throws {
@@ -65,9 +67,11 @@ private func write(_ text: String, to path: String) throws {
 }
 
 @Test func aMatchingPairLoads() throws {
-    let certificates = try TLSCertificates(files: try files(certificate: firstCertificate, key: firstKey))
-    #expect(certificates.serial.hasPrefix("375ef6cc"))
-    #expect(certificates.configuration.applicationProtocols == ["http/1.1"])
+    try withFiles(certificate: firstCertificate, key: firstKey) { files in
+        let certificates = try TLSCertificates(files: files)
+        #expect(certificates.serial.hasPrefix("375ef6cc"))
+        #expect(certificates.configuration.applicationProtocols == ["http/1.1"])
+    }
 }
 
 @Test("a bad pair is a config error naming the file at fault", arguments: [
@@ -78,37 +82,41 @@ private func write(_ text: String, to path: String) throws {
     (firstCertificate, firstCertificate, "key.pem", "not a PEM private key"),
 ])
 func badPairs(certificate: String, key: String, file: String, message: String) throws {
-    let files = try files(certificate: certificate, key: key)
-    do {
-        _ = try TLSCertificates(files: files)
-        Issue.record("accepted")
-    } catch {
-        #expect(error.file.hasSuffix("/" + file))
-        #expect(error.message.contains(message), "\(error)")
-        #expect(!"\(error)".contains("\n"), "one line")
+    try withFiles(certificate: certificate, key: key) { files in
+        do throws(ConfigError) {
+            _ = try TLSCertificates(files: files)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.file.hasSuffix("/" + file))
+            #expect(error.message.contains(message), "\(error)")
+            #expect(!"\(error)".contains("\n"), "one line")
+        }
     }
 }
 
 @Test func aMissingFileIsAConfigErrorNamingIt() throws {
-    var files = try files(certificate: firstCertificate, key: firstKey)
-    files.keyFile += ".missing"
-    #expect { try TLSCertificates(files: files) } throws: { error in
-        "\(error)".contains("key.pem.missing: cannot read the file")
+    try withFiles(certificate: firstCertificate, key: firstKey) { files in
+        var files = files
+        files.keyFile += ".missing"
+        #expect { try TLSCertificates(files: files) } throws: { error in
+            "\(error)".contains("key.pem.missing: cannot read the file")
+        }
     }
 }
 
 @Test func reloadSwapsOnlyAValidReplacement() throws {
-    let files = try files(certificate: firstCertificate, key: firstKey)
-    let certificates = try TLSCertificates(files: files)
-    #expect(try certificates.reloadIfChanged() == false, "nothing changed")
+    try withFiles(certificate: firstCertificate, key: firstKey) { files in
+        let certificates = try TLSCertificates(files: files)
+        #expect(try certificates.reloadIfChanged() == false, "nothing changed")
 
-    // A certificate without its new key: refused, the first pair stays.
-    try write(secondCertificate + "\n", to: files.certificateFile)
-    #expect(throws: ConfigError.self) { try certificates.reloadIfChanged() }
-    #expect(certificates.serial.hasPrefix("375ef6cc"))
-    #expect(try certificates.reloadIfChanged() == false, "a broken replacement is reported once")
+        // A certificate without its new key: refused, the first pair stays.
+        try write(secondCertificate + "\n", to: files.certificateFile)
+        #expect(throws: ConfigError.self) { try certificates.reloadIfChanged() }
+        #expect(certificates.serial.hasPrefix("375ef6cc"))
+        #expect(try certificates.reloadIfChanged() == false, "a broken replacement is reported once")
 
-    try write(secondKey + "\n", to: files.keyFile)
-    #expect(try certificates.reloadIfChanged() == true)
-    #expect(certificates.serial.hasPrefix("33ff4601"))
+        try write(secondKey + "\n", to: files.keyFile)
+        #expect(try certificates.reloadIfChanged() == true)
+        #expect(certificates.serial.hasPrefix("33ff4601"))
+    }
 }
