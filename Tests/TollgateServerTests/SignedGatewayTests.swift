@@ -119,10 +119,7 @@ private struct SignedGateway {
     }
 
     func seed(_ bucket: String, _ key: String, _ text: String) async throws {
-        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
-        writer.yield(ByteBuffer(string: text))
-        writer.finish()
-        _ = try await store.putObject(bucket: bucket, key: key, body: body)
+        try await put(store, bucket, key, text.utf8)
     }
 }
 
@@ -329,15 +326,11 @@ func copyWithADeniedSourceWritesNothing(dialect: Dialect) async throws {
 func copyTakesTagsFromTheVersionItCopies(dialect: Dialect) async throws {
     let base = MemoryObjectStore()
     _ = try await base.ensureBuckets(["tollgate", "private"])
-    @Sendable func put(_ store: MemoryObjectStore, _ text: String, tags: [String: String]) async throws {
-        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
-        writer.yield(ByteBuffer(string: text))
-        writer.finish()
-        _ = try await store.putObject(bucket: "tollgate", key: "docs/src.txt", body: body, metadata: ObjectMetadata(tags: tags))
-    }
-    try await put(base, "version 1", tags: ["version": "1"])
+    try await put(base, "tollgate", "docs/src.txt", "version 1".utf8, metadata: ObjectMetadata(tags: ["version": "1"]))
     // The source is replaced after the request arrived, before the store opens it.
-    let racing = CopyRaceStore(base: base) { store in try await put(store, "version 2", tags: ["version": "2"]) }
+    let racing = CopyRaceStore(base: base) { store in
+        try await put(store, "tollgate", "docs/src.txt", "version 2".utf8, metadata: ObjectMetadata(tags: ["version": "2"]))
+    }
     try await withSignedGateway(store: racing) { gateway in
         let prefix = dialect == .s3 ? "x-amz-" : "x-oss-"
         let copy = try await gateway.send(Unsigned(.put, "tollgate", "docs/copy.txt", headers: [
@@ -738,10 +731,7 @@ func getsAndHeadsAreAnsweredOnTheConnection() async throws {
     defer { fixture.remove() }
     let store = try await makeGatewayStore(buckets: ["tollgate", "private"])
     for (key, text) in [("docs/a.txt", "hello"), ("secret/s.txt", "classified")] {
-        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
-        writer.yield(ByteBuffer(string: text))
-        writer.finish()
-        _ = try await store.putObject(bucket: "tollgate", key: key, body: body, metadata: ObjectMetadata(contentType: "text/plain"))
+        try await put(store, "tollgate", key, text.utf8, metadata: ObjectMetadata(contentType: "text/plain"))
     }
     let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
     let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: false))
@@ -851,18 +841,11 @@ func getsFromTheStoreAreAnsweredOnTheConnection() async throws {
     let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
     defer { fixture.remove() }
     // Nothing in memory; ranges up to 1 KiB are read whole, larger bodies go out in 64 KiB spans.
-    let store = try LocalObjectStore(configuration: .init(directory: fixture.directory + "/store", readChunkSize: 1024,
-                                                          sendSegmentSize: 64 * 1024, cachedObjects: 0))
-    _ = try await store.ensureBuckets(["tollgate"])
+    let store = try await makeLocalGatewayStore(fixture) { $0.readChunkSize = 1024; $0.sendSegmentSize = 64 * 1024; $0.cachedObjects = 0 }
     let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
     let objects: [(String, [UInt8])] = [("docs/a.txt", Array("hello".utf8)), ("docs/photo.bin", photo),
                                          ("docs/big.bin", [UInt8](repeating: 7, count: 100 * 1024))]
-    for (key, bytes) in objects {
-        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
-        writer.yield(ByteBuffer(bytes: bytes))
-        writer.finish()
-        _ = try await store.putObject(bucket: "tollgate", key: key, body: body, metadata: ObjectMetadata())
-    }
+    for (key, bytes) in objects { try await put(store, "tollgate", key, bytes) }
     let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
     let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
     func url(_ method: HTTPRequest.Method, _ key: String) throws -> String { try presignS3(Unsigned(method, "tollgate", key), credentials) }
@@ -928,14 +911,8 @@ func getsFromTheStoreAreAnsweredOnTheConnection() async throws {
 func getsOfOpenFilesAreAnsweredAtOnce() async throws {
     let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
     defer { fixture.remove() }
-    let store = try LocalObjectStore(configuration: .init(directory: fixture.directory + "/store", sendSegmentSize: 64 * 1024))
-    _ = try await store.ensureBuckets(["tollgate"])
-    func put(_ bytes: [UInt8]) async throws {
-        let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
-        writer.yield(ByteBuffer(bytes: bytes))
-        writer.finish()
-        _ = try await store.putObject(bucket: "tollgate", key: "docs/photo.bin", body: body, metadata: ObjectMetadata())
-    }
+    let store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024 }
+    func put(_ bytes: [UInt8]) async throws { try await TollgateServerTests.put(store, "tollgate", "docs/photo.bin", bytes) }
     let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
     try await put(photo)
     let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)

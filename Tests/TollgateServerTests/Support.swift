@@ -74,3 +74,22 @@ func makeGatewayStore(buckets: [String]) async throws -> any ObjectStore {
     _ = try await store.ensureBuckets(buckets)
     return store
 }
+
+/// The local store in `fixture`'s directory with the bucket `tollgate`, for the tests of what
+/// the gateway does with files (the twin has none).
+func makeLocalGatewayStore(_ fixture: Fixture, _ configure: (inout LocalObjectStore.Configuration) -> Void) async throws -> LocalObjectStore {
+    var configuration = LocalObjectStore.Configuration(directory: fixture.directory + "/store")
+    configure(&configuration)
+    let store = try LocalObjectStore(configuration: configuration)
+    _ = try await store.ensureBuckets(["tollgate"])
+    return store
+}
+
+/// Puts `bytes` as `key` in `bucket`, sent as one body part.
+func put(_ store: some ObjectStore, _ bucket: String, _ key: String, _ bytes: some Sequence<UInt8>,
+         metadata: ObjectMetadata = ObjectMetadata()) async throws {
+    let (body, writer) = AsyncStream.makeStream(of: ByteBuffer.self)
+    writer.yield(ByteBuffer(bytes: bytes))
+    writer.finish()
+    _ = try await store.putObject(bucket: bucket, key: key, body: body, metadata: metadata)
+}
