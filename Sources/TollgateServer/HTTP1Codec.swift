@@ -5,6 +5,9 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import TollgateStore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The HTTP/1 server codec between NIO's request decoder and Hummingbird: what NIO's
 /// `HTTP1ToHTTPServerCodec` and `HTTPResponseEncoder` do together, in their place, byte for
@@ -34,6 +37,15 @@ import TollgateStore
 /// as any body part and writes it as a `FileRegion`. The event's promise completes when the span
 /// is written, and only then may the span's file be closed. Plain TCP only: TLS encrypts in user
 /// space, so with TLS the gateway sends bytes.
+///
+/// The socket is corked (`TCP_CORK`) while a span is flushed, as nginx's `tcp_nopush` does: the
+/// response head written before the span leaves with the span's first bytes in full segments,
+/// not alone in a small one. On loopback this took a GET 1 MiB's CPU time, server and client
+/// together, from about 480 to 450 µs, and its throughput up 4 % (`bench/gateway.sh`): the
+/// client's share fell to what it is with nginx, and the server's rose, as the kernel now
+/// delivers full segments to the client while the server sends them. The cork is pulled when
+/// the flush returns, so a last partial segment leaves at once (when the socket was full,
+/// sendfile's rest goes uncorked).
 ///
 /// `EventLoopPinnedChannel` swaps it in for NIO's handlers when it sets a connection up.
 final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
@@ -137,9 +149,14 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
             withExtendedLifetime(send.span) {}
             promise?.completeWith(result)
         }
+        let options = context.channel.syncOptions
+        try? options?.setOption(Self.cork, value: 1)
         writeBody(.fileRegion(region), context: context, promise: written)
         context.flush()
+        try? options?.setOption(Self.cork, value: 0)
     }
+
+    static let cork = ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: TCP_CORK))
 
     /// A body part, in a chunk when the response is chunked; refused when it may have no body.
     private func writeBody(_ body: IOData, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {

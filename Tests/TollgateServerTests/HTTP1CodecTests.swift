@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -7,8 +8,10 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOEmbedded
 import NIOHTTPTypesHTTP1
+import Synchronization
 import Testing
 @testable import TollgateServer
+@testable import TollgateStore
 
 /// `HTTP1Codec` makes the very request NIO's codec makes of every target: origin form taken as
 /// it stands, anything else through NIO's conversion.
@@ -160,5 +163,66 @@ func theCodecWritesTheBytesNIOsEncoderWrites(exchange: Exchange) throws {
             response.status == .ok && String(buffer: response.body) == "reached"
         }
         #expect(reached != true)
+    }
+}
+
+/// At the front of a connection's pipeline: for each flush, whether a file region was written
+/// since the last one and whether the socket was corked then.
+private final class CorkRecorder: ChannelOutboundHandler, Sendable {
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+    private let state = Mutex<(file: Bool, flushes: [(file: Bool, corked: Bool)], channel: (any Channel)?)>((false, [], nil))
+
+    var flushes: [(file: Bool, corked: Bool)] { state.withLock { $0.flushes } }
+    var channel: (any Channel)? { state.withLock { $0.channel } }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        state.withLock { $0.channel = channel }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .fileRegion = unwrapOutboundIn(data) { state.withLock { $0.file = true } }
+        context.write(data, promise: promise)
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        let corked = (try? context.channel.syncOptions?.getOption(HTTP1Codec.cork)) == 1
+        state.withLock { state in
+            state.flushes.append((state.file, corked))
+            state.file = false
+        }
+        context.flush()
+    }
+}
+
+/// A file span is flushed with the socket corked, so the response head leaves with the span's
+/// first bytes, and the cork is pulled once it is flushed: nothing is held back afterwards.
+@Test func spansAreFlushedCorkedThenUncorked() async throws {
+    let bytes = (0..<(256 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-span-\(UUID().uuidString)").path
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let recorder = CorkRecorder()
+    let router = Router(context: TollgateRequestContext.self)
+    router.get("/span") { _, context in
+        let channel = context.channel
+        try await channel.eventLoop.submit { try channel.pipeline.syncOperations.addHandler(recorder, position: .first) }.get()
+        let span = FileSpan(file: FileDescriptor(open(path, O_RDONLY)), range: 0..<Int64(bytes.count))
+        return Response(status: .ok, headers: [.contentLength: String(bytes.count)], body: ResponseBody { writer in
+            try await channel.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span))
+            try await writer.finish(nil)
+        })
+    }
+    let app = Application(router: router, server: try pinnedHTTPServer(.init(), certificates: nil))
+    try await app.test(.live) { client in
+        try await client.execute(uri: "/span", method: .get) { response in
+            #expect(response.status == .ok)
+            #expect(Array(buffer: response.body) == bytes)
+        }
+        let withFile = recorder.flushes.filter(\.file)
+        #expect(withFile.count == 1 && withFile.allSatisfy(\.corked), "\(recorder.flushes)")
+        let channel = try #require(recorder.channel)
+        #expect(try await channel.getOption(HTTP1Codec.cork) == 0, "uncorked once flushed")
     }
 }
