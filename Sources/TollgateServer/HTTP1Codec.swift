@@ -42,10 +42,10 @@ import Glibc
 /// response head written before the span leaves with the span's first bytes in full segments,
 /// not alone in a small one. On loopback this took a GET 1 MiB's CPU time, server and client
 /// together, from about 480 to 450 µs, and its throughput up 4 % (`bench/gateway.sh`): the
-/// client's share fell to what it is with nginx, and the server's rose, as the kernel now
-/// delivers full segments to the client while the server sends them. The cork is pulled when
-/// the flush returns, so a last partial segment leaves at once (when the socket was full,
-/// sendfile's rest goes uncorked).
+/// client's share fell to what it is with nginx, and the server's rose (perf shows loopback's
+/// delivery of the segments to the client running inside the server's sendfile). The cork is
+/// pulled when the flush returns, so a last partial segment leaves at once (when the socket was
+/// full, sendfile's rest goes uncorked).
 ///
 /// `EventLoopPinnedChannel` swaps it in for NIO's handlers when it sets a connection up.
 final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
