@@ -156,6 +156,7 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         try? options?.setOption(Self.cork, value: 0)
     }
 
+    /// `TCP_CORK`, set while a span is flushed (see above).
     static let cork = ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: TCP_CORK))
 
     /// A body part, in a chunk when the response is chunked; refused when it may have no body.

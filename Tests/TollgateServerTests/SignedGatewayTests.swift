@@ -912,9 +912,8 @@ func getsOfOpenFilesAreAnsweredAtOnce() async throws {
     let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
     defer { fixture.remove() }
     let store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024 }
-    func put(_ bytes: [UInt8]) async throws { try await TollgateServerTests.put(store, "tollgate", "docs/photo.bin", bytes) }
     let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-    try await put(photo)
+    try await put(store, "tollgate", "docs/photo.bin", photo)
     let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
     let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
     let target = try presignS3(Unsigned(.get, "tollgate", "docs/photo.bin"), credentials)
@@ -938,7 +937,7 @@ func getsOfOpenFilesAreAnsweredAtOnce() async throws {
 
     // A write replaces it: the next GET serves the new version, never the open old file.
     let replaced = photo.reversed() as [UInt8]
-    try await put(replaced)
+    try await put(store, "tollgate", "docs/photo.bin", replaced)
     try await fast.send(.get, target)
     let (afterWrite, afterBody) = try await fast.nextAnswer()
     #expect(afterWrite.status == .ok && afterBody == String(decoding: replaced, as: UTF8.self))
