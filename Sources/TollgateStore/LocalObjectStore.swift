@@ -85,7 +85,7 @@ public final class LocalObjectStore: ObjectStore {
         public let missingFiles: Int
     }
 
-    /// Uploads are written to disk in batches of about this many bytes, one `BlockingIO` job each
+    /// Uploads are written to disk in batches of this many bytes, one `BlockingIO` job each
     /// (a 1 MiB object: one job, with its fsyncs; each job is a round trip to the pool).
     static let writeBatchSize = 1024 * 1024
 
@@ -271,25 +271,30 @@ public final class LocalObjectStore: ObjectStore {
         )
     }
 
-    /// Writes `body` to `writer` in batches of `writeBatchSize`, one pool job per batch, and
-    /// returns the last batch for the caller's final job (which also finishes the file). A full
-    /// batch is written only once more of the body arrives, so a body of whole batches (a
-    /// 1 MiB object, an 8 MiB part) ends in that final job rather than in an extra job of its
-    /// own; a batch holds at most `writeBatchSize` plus one body part.
+    /// Writes `body` to `writer` in batches of exactly `writeBatchSize` bytes (a body part that
+    /// crosses a batch's end is split there, without copying), one pool job and one write call
+    /// per batch, and returns the last batch for the caller's final job (which also finishes
+    /// the file). A new file's batches thus start at multiples of 1 MiB, where the kernel can
+    /// cache each in one large folio. A full batch is written only once more of the body
+    /// arrives, so a body of whole batches (a 1 MiB object, an 8 MiB part) ends in that final
+    /// job rather than in an extra job of its own.
     func writeBatches<Body: AsyncSequence>(
         _ body: Body, to writer: FileWriter
     ) async throws -> [ByteBuffer] where Body.Element == ByteBuffer {
         var batch: [ByteBuffer] = []
         var batched = 0
-        for try await buffer in body {
-            if batched >= Self.writeBatchSize {
-                let full = batch
-                batch.removeAll(keepingCapacity: true)
-                batched = 0
-                try await io.run { try writer.write(full) }
+        for try await var buffer in body where buffer.readableBytes > 0 {
+            while buffer.readableBytes > 0 {
+                if batched == Self.writeBatchSize {
+                    let full = batch
+                    batch.removeAll(keepingCapacity: true)
+                    batched = 0
+                    try await io.run { try writer.write(full) }
+                }
+                let part = buffer.readSlice(length: min(buffer.readableBytes, Self.writeBatchSize - batched))!
+                batch.append(part)
+                batched += part.readableBytes
             }
-            batch.append(buffer)
-            batched += buffer.readableBytes
         }
         return batch
     }
@@ -564,20 +569,19 @@ final class FileWriter: Sendable {
         }
     }
 
-    /// Hashes and writes `buffers` at the current offset.
+    /// Hashes `buffers` and writes them at the current offset, in one call (`Posix.pwriteAll`).
     func write(_ buffers: [ByteBuffer]) throws {
         try state.withLock { state in
             try open(&state)
+            var count = 0
             for buffer in buffers {
-                let (fd, offset) = (state.fd, state.offset)
-                try buffer.withUnsafeReadableBytes { bytes in
-                    try state.md5.update(bytes)
-                    if let code = fault?() { throw Posix.failure("write", code) }
-                    try Posix.pwriteAll(fd, bytes, at: offset)
-                }
-                state.offset += Int64(buffer.readableBytes)
-                state.written += Int64(buffer.readableBytes)
+                try buffer.withUnsafeReadableBytes { try state.md5.update($0) }
+                count += buffer.readableBytes
             }
+            if let code = fault?() { throw Posix.failure("write", code) }
+            try Posix.pwriteAll(state.fd, buffers, at: state.offset)
+            state.offset += Int64(count)
+            state.written += Int64(count)
         }
     }
 

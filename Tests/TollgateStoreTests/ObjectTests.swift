@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import NIOCore
+import Synchronization
 import Testing
 import TollgateCrypto
 @testable import TollgateStore
@@ -382,16 +383,22 @@ import TollgateCrypto
         #expect(box.objectFiles.count == 1 && box.tmpFiles.isEmpty)
     }
 
-    /// A body is written in `writeBatchSize` batches, one pool job each, the last with the
-    /// fsync: a body of whole batches costs no extra job for an empty last batch, and every size
-    /// around a batch boundary is stored intact.
+    /// A body is written in batches of exactly `writeBatchSize` bytes (body parts split at a
+    /// batch's end), one pool job and one write call each, the last with the fsync: a body of
+    /// whole batches costs no extra job for an empty last batch, and every size around a batch
+    /// boundary is stored intact. (Batches of "at least" the size would take two jobs for
+    /// 2.5 MiB in 700,000-byte parts, and one write call per part.)
     @Test(arguments: [
         (0, 1000), (1, 1000), (1_048_576, 262_144), (1_048_576, 1000), (1_048_575, 262_144), (1_048_577, 262_144),
-        (2_097_152, 262_144), (2_097_152, 1_048_576), (2_097_153, 1_048_576), (3_145_728, 300_000),
+        (2_097_152, 262_144), (2_097_152, 1_048_576), (2_097_153, 1_048_576), (3_145_728, 300_000), (2_621_440, 700_000),
     ] as [(Int, Int)])
     func bodiesAreWrittenInWholeBatches(size: Int, chunkSize: Int) async throws {
         let box = try Sandbox()
-        let store = try box.open()
+        let writes = Atomic<Int>(0)
+        let store = try LocalObjectStore(configuration: .init(directory: box.data, writeFault: {
+            writes.add(1, ordering: .relaxed)
+            return nil
+        }))
         try await store.createBucket("batches")
         let expected = try StreamingDigest(.md5)
         for try await chunk in GeneratedBody(total: size, chunkSize: chunkSize) {
@@ -400,12 +407,32 @@ import TollgateCrypto
         let before = store.io.submitted.load(ordering: .relaxed)
         let info = try await store.putObject(bucket: "batches", key: "k", body: GeneratedBody(total: size, chunkSize: chunkSize), metadata: ObjectMetadata())
         let jobs = store.io.submitted.load(ordering: .relaxed) - before
-        let batch = LocalObjectStore.writeBatchSize
-        #expect(jobs == max(1, (size + batch - 1) / batch))
+        let batches = max(1, (size + LocalObjectStore.writeBatchSize - 1) / LocalObjectStore.writeBatchSize)
+        #expect(jobs == batches)
+        #expect(writes.load(ordering: .relaxed) == batches)
         #expect(info.size == Int64(size))
         #expect(info.etag == "\"" + Hex.encode(try expected.finalize()) + "\"")
         let read = try await collect(store.getObject(bucket: "batches", key: "k", range: nil).body)
         #expect(read.count == size && read.enumerated().allSatisfy { $0.element == GeneratedBody.byte(at: $0.offset) })
+    }
+
+    /// `Posix.pwriteAll` writes any number of buffers (more than one call takes, empty ones
+    /// among them) back to back at the offset, leaving what is before it alone.
+    @Test func vectorWritesLandInOrder() throws {
+        let box = try Sandbox()
+        let path = box.root + "/vectors"
+        let fd = try Posix.open(path, O_RDWR | O_CREAT | O_EXCL)
+        defer { close(fd) }
+        try Posix.pwriteAll(fd, [ByteBuffer(string: "head")], at: 0)
+        let count = Posix.maxVectors * 2 + 5
+        let buffers = (0..<count).map { (index: Int) -> ByteBuffer in
+            let bytes: [UInt8] = index % 7 == 0 ? [] : [UInt8(index % 251), UInt8(index % 13)]
+            return ByteBuffer(bytes: bytes)
+        }
+        try Posix.pwriteAll(fd, buffers, at: 4)
+        let expected: [UInt8] = Array("head".utf8) + buffers.flatMap { Array($0.readableBytesView) }
+        let written = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(Array(written) == expected)
     }
 
     /// The files of replaced or deleted versions are removed even by a request whose task was
