@@ -578,6 +578,7 @@ final class FileWriter: Sendable {
                 try buffer.withUnsafeReadableBytes { try state.md5.update($0) }
                 count += buffer.readableBytes
             }
+            guard count > 0 else { return }
             if let code = fault?() { throw Posix.failure("write", code) }
             try Posix.pwriteAll(state.fd, buffers, at: state.offset)
             state.offset += Int64(count)
