@@ -50,8 +50,8 @@ enum Posix {
 
     /// Writes `buffers` back to back at `offset`: one pwritev(2) per `maxVectors` buffers, and
     /// another only after a short write. One call for a batch lets the kernel cache it in large
-    /// folios (ext4 sizes a folio by the write: a 1 MiB write, one 1 MiB folio), which sendfile
-    /// then sends with far less work per byte than the pages of many small writes.
+    /// folios (ext4 sizes a folio by the write: a 1 MiB write, one 1 MiB folio), fewer for
+    /// sendfile to look up and splice than the pages of many small writes.
     static func pwriteAll(_ fd: Int32, _ buffers: [ByteBuffer], at offset: Int64) throws(StoreError) {
         // The pointers outlive their closures, as in NIO's own vector writes: `buffers` keeps
         // every storage alive and unchanged until the last call returns.
@@ -70,6 +70,8 @@ enum Posix {
                     if errno == EINTR { continue }
                     throw failure("pwritev")
                 }
+                // Only a zero-length write returns 0, and none is asked for: never loop on it.
+                if n == 0 { throw failure("pwritev", EIO) }
                 position += Int64(n)
                 var left = n
                 while left > 0 {

@@ -283,7 +283,7 @@ public final class LocalObjectStore: ObjectStore {
     ) async throws -> [ByteBuffer] where Body.Element == ByteBuffer {
         var batch: [ByteBuffer] = []
         var batched = 0
-        for try await var buffer in body where buffer.readableBytes > 0 {
+        for try await var buffer in body {
             while buffer.readableBytes > 0 {
                 if batched == Self.writeBatchSize {
                     let full = batch
