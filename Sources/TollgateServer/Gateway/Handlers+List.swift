@@ -120,7 +120,7 @@ extension Gateway {
     }
 
     /// S3's `encoding-type=url`: percent-encoding of everything but unreserved characters and
-    /// `/`, with spaces as `+` (clients decode with unquote_plus).
+    /// `/`; a space is `%20`, which clients decoding with unquote_plus read as a space too.
     static func urlEncodeForListing(_ value: String) -> String {
         PercentEncoding.encode(value, keepSlash: true)
     }
