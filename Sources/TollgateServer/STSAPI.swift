@@ -252,7 +252,7 @@ struct STSAPI: Sendable {
         xml.element("ResponseMetadata") { $0.element("RequestId", requestID) }
         xml.endAll()
         return Response(status: .ok, headers: [.contentType: "text/xml", .cacheControl: "no-store"],
-                        body: .init(byteBuffer: .init(string: xml.text)))
+                        body: .init(byteBuffer: xml.buffer))
     }
 
     static func errorResponse(_ failure: Failure, requestID: String) -> Response {
@@ -267,6 +267,6 @@ struct STSAPI: Sendable {
         var headers: HTTPFields = [.contentType: "text/xml", .cacheControl: "no-store"]
         if failure.code == "Throttling" { headers[.retryAfter] = "1" }
         return Response(status: HTTPResponse.Status(code: failure.status), headers: headers,
-                        body: .init(byteBuffer: .init(string: xml.text)))
+                        body: .init(byteBuffer: xml.buffer))
     }
 }

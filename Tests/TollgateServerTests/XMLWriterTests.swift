@@ -1,3 +1,4 @@
+import NIOCore
 import Testing
 @testable import TollgateServer
 
@@ -20,6 +21,28 @@ import Testing
     ])
     func escapes(input: String, expected: String) {
         #expect(XMLWriter.escape(input) == expected)
+    }
+
+    /// A whole document: declaration, namespace, attributes, nested and optional elements,
+    /// character data, every value escaped, everything closed.
+    @Test func document() {
+        var xml = XMLWriter()
+        xml.start("Error", namespace: "urn:x&y")
+        xml.element("Key", "a<b>&\"c'\u{1}")
+        xml.element("Missing", nil as String?)
+        xml.element("Grantee", attributes: ["xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance", "xsi:type": "Canonical\"User"]) {
+            $0.element("ID", "owner")
+        }
+        xml.element("Outer") { outer in
+            outer.start("Text")
+            outer.characters("x < y")
+        }
+        xml.endAll()
+        #expect(!xml.isOpen)
+        #expect(String(buffer: xml.buffer) == #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
+            + #"<Error xmlns="urn:x&amp;y"><Key>a&lt;b&gt;&amp;&quot;c&apos;&#xFFFD;</Key>"#
+            + #"<Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="Canonical&quot;User"><ID>owner</ID></Grantee>"#
+            + #"<Outer><Text>x &lt; y</Text></Outer></Error>"#)
     }
 
     /// The same as escaping scalar by scalar, for strings drawn from every class of input.

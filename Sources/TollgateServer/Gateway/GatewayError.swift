@@ -63,7 +63,7 @@ struct GatewayError: Error, Sendable {
             headers[.contentLength] = "0"
             return Rendered(status: status, headers: headers)
         }
-        return Rendered(status: status, headers: headers, body: ByteBuffer(string: xml.text))
+        return Rendered(status: status, headers: headers, body: xml.buffer)
     }
 
     // MARK: The common errors

@@ -75,7 +75,7 @@ extension Gateway {
         xml.endAll()
         var headers = headers
         headers[.contentType] = "application/xml"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: xml.text)))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: xml.buffer))
     }
 
     func empty(_ status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
