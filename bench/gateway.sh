@@ -105,6 +105,8 @@ for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$NPORT/" && break;
 
 python3 bench/gateway_load.py prepare "$WORK" "http://127.0.0.1:$GPORT" "http://127.0.0.1:$NPORT" "$KEY_ID" "$SECRET"
 sed 's/?.*//' "$WORK/get-4k.txt" > "$WORK/floor-4k.txt"   # unsigned: refused by the gateway
+# How many page-cache folios sendfile walks for one 1 MiB object (bench/folios.py; root only).
+echo "page-cache folios of a 1 MiB object: gateway $(python3 bench/folios.py "$(find "$WORK/data" -type f -size 1048576c | head -1)" | awk '{print $2}'), nginx $(python3 bench/folios.py "$WORK/nginx-root/bench/get-1m/obj-0000" | awk '{print $2}')" >&2
 
 # CPU time (user + system, clock ticks) of the server's processes: the gateway, or nginx's workers.
 cpu_ticks() { # gateway|nginx
