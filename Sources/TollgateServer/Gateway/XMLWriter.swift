@@ -76,13 +76,6 @@ struct XMLWriter {
         end()
     }
 
-    /// `string` escaped as `writeEscaped` writes it.
-    static func escape(_ string: String) -> String {
-        var buffer = ByteBuffer()
-        writeEscaped(string, into: &buffer)
-        return String(buffer: buffer)
-    }
-
     /// Writes `string` as XML character data or attribute value: markup characters and tab,
     /// newline and carriage return as references; other control characters and U+FFFE/U+FFFF,
     /// which XML 1.0 cannot carry (clients asked for encoding-type=url get these escaped), as
