@@ -7,25 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS=${REQUESTS:-2000}
 [ $# -gt 0 ] || set -- "$(bash .ci/build-release.sh)"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh
 for BIN in "$@"; do
-  WORK=$(mktemp -d)
-  PID=
-  trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
-  cp -r policy "$WORK/policy"
-  PORT=$(free_port); GPORT=$(free_port)
-  cat > "$WORK/config.json" <<JSON
-{"AccessKeyID": "TGBENCHROOT", "AccessKeySecret": "bench-root-secret-0123456789abcdefghijklmn", "RoleArn": "",
- "TokenExpireTime": "900", "PolicyFile": "policy/all_policy.txt", "DataDirectory": "$WORK/data",
- "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
- "Variables": {"BUCKET_NAME": "bench"}, "Buckets": ["bench"],
- "RateLimits": {"PerAddressPerMinute": 600000000, "PerSubjectPerMinute": 600000000}}
-JSON
+  bench_scratch instructions
+  KEY_ID=TGBENCHROOT bench_config bench-root-secret-0123456789abcdefghijklmn bench \
+    '"Buckets": ["bench"], "RateLimits": {"PerAddressPerMinute": 600000000, "PerSubjectPerMinute": 600000000}'
   # Valgrind cannot read the debug info of the static-stdlib build; the symbols are enough.
   strip --strip-debug -o "$WORK/tollgate" "$BIN"
-  valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.%p" "$WORK/tollgate" serve --config "$WORK/config.json" > "$WORK/server.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+  start_server valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.%p" "$WORK/tollgate"
   measure() { # name python-snippet-that-sends-N-requests
     python3 - "$PORT" "$GPORT" 300 <<<"$2"                 # warm-up, not counted
     callgrind_control -z "$PID" >/dev/null 2>&1
@@ -58,6 +47,5 @@ path = target.path + "?" + target.query
 c = http.client.HTTPConnection("127.0.0.1", gport, timeout=60)
 for _ in range(count):
     c.request("GET", path); r = c.getresponse(); body = r.read(); assert r.status == 200 and len(body) == 4096, r.status'
-  kill $PID; wait $PID 2>/dev/null || true; PID=
-  rm -rf "$WORK"
+  bench_cleanup
 done

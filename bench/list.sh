@@ -10,28 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- "$(bash .ci/build-release.sh)"
-WORK=""; PID=""
-cleanup() {
-  [ -n "$PID" ] && { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
-  [ -n "$WORK" ] && rm -rf "$WORK"
-  return 0
-}
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh
+export LOG_LEVEL=${LOG_LEVEL:-warning}
 for round in $(seq "${ROUNDS:-2}"); do
   for BIN in "$@"; do
-    WORK=$(mktemp -d -p "${BENCH_DIR:-${TMPDIR:-/tmp}}" tollgate-list.XXXXXX)
-    PORT=$(port); GPORT=$(port)
-    cp -r policy "$WORK/policy"
-    cat > "$WORK/config.json" <<JSON
-{"AccessKeyID": "TGBENCHROOT", "AccessKeySecret": "bench-root-secret-0123456789abcdefghijklmn", "RoleArn": "",
- "TokenExpireTime": "900", "PolicyFile": "policy/all_policy.txt",
- "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
- "Variables": {"BUCKET_NAME": "bench"}, "DataDirectory": "data", "Buckets": ["bench"]}
-JSON
-    LOG_LEVEL=${LOG_LEVEL:-warning} "$BIN" serve --config "$WORK/config.json" > "$WORK/server.log" 2>&1 &
-    PID=$!
-    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+    bench_scratch list
+    KEY_ID=TGBENCHROOT bench_config bench-root-secret-0123456789abcdefghijklmn bench '"Buckets": ["bench"]'
+    start_server "$BIN"
     printf 'round %s %s: ' "$round" "$BIN"
     python3 - "$GPORT" <<'PY'
 import http.client, statistics, sys, time, urllib.parse
@@ -61,7 +46,6 @@ for _ in range(200):
 times.sort()
 print(f"1000-key listing: median {statistics.median(times) * 1e3:.2f} ms, p90 {times[179] * 1e3:.2f} ms")
 PY
-    cleanup
-    WORK=""; PID=""
+    bench_cleanup
   done
 done

@@ -11,26 +11,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MIB=${1:-1024}
 BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
-WORK=$(mktemp -d -p "${BENCH_DIR:-${TMPDIR:-/tmp}}" tollgate-rss.XXXXXX)
-PID=""; SAMPLER=""
-cleanup() {
-  [ -n "$SAMPLER" ] && { kill "$SAMPLER" 2>/dev/null || true; wait "$SAMPLER" 2>/dev/null || true; }
-  [ -n "$PID" ] && { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(port); GPORT=$(port)
-cp -r policy "$WORK/policy"
-cat > "$WORK/config.json" <<JSON
-{"AccessKeyID": "", "AccessKeySecret": "rss-bench-root-secret-0123456789abcdefghij", "RoleArn": "",
- "TokenExpireTime": "3600", "PolicyFile": "policy/all_policy.txt",
- "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
- "Variables": {"BUCKET_NAME": "rss"}, "DataDirectory": "data"}
-JSON
-LOG_LEVEL=${LOG_LEVEL:-warning} "$BIN" serve --config "$WORK/config.json" > "$WORK/server.log" 2>&1 &
-PID=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+. bench/lib.sh
+export LOG_LEVEL=${LOG_LEVEL:-warning}
+bench_scratch rss
+SAMPLER=""
+cleanup_more() { if [ -n "$SAMPLER" ]; then kill "$SAMPLER" 2>/dev/null || true; wait "$SAMPLER" 2>/dev/null || true; fi; }
+EXPIRE=3600 bench_config rss-bench-root-secret-0123456789abcdefghij rss
+start_server "$BIN"
 
 echo "writing a ${SIZE_MIB} MiB random file" >&2
 head -c "$((SIZE_MIB * 1024 * 1024))" /dev/urandom > "$WORK/big.bin"

@@ -13,21 +13,10 @@ cd "$(dirname "$0")/.."
 CLIENTS=${1:-8}
 SECONDS_TOTAL=${2:-30}
 python3 -c 'import boto3' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check boto3
-if [ -z "${TOLLGATE_BIN:-}" ]; then
-  swift build -c release --product tollgate >&2
-  TOLLGATE_BIN="$(swift build -c release --show-bin-path)/tollgate"
-fi
-WORK=$(mktemp -d -p "${TMPDIR:-/tmp}" tollgate-soak.XXXXXX)
-[ "${KEEP_WORK:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(port); GPORT=$(port)
-cp -r policy "$WORK/policy"
-cat > "$WORK/config.json" <<JSON
-{"AccessKeyID": "", "AccessKeySecret": "soak-test-root-secret-0123456789abcdefghij", "RoleArn": "",
- "TokenExpireTime": "43200", "PolicyFile": "policy/all_policy.txt",
- "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
- "Variables": {"BUCKET_NAME": "soak"}, "DataDirectory": "data"}
-JSON
+TOLLGATE_BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
+. bench/lib.sh
+bench_scratch soak
+EXPIRE=43200 bench_config soak-test-root-secret-0123456789abcdefghij soak
 echo "soak: binary $TOLLGATE_BIN, scratch $WORK" >&2
 status=0
 python3 bench/soak.py --bin "$TOLLGATE_BIN" --config "$WORK/config.json" --clients "$CLIENTS" \

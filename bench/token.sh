@@ -22,25 +22,18 @@ CONNECTIONS=${2:-32}
 ROUNDS=${3:-7}
 TOOL=$([ "$MODE" = wrk ] && echo wrk || echo valgrind)
 command -v "$TOOL" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$TOOL" >/dev/null; }
-BIN=$(bash .ci/build-release.sh)
+BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
 
-WORK=$(mktemp -d)
-JWKS_PID=
-trap 'kill $PID $JWKS_PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
-cp -r policy "$WORK/policy"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-GPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$WORK/config.json" <<JSON
-{"AccessKeyID": "", "AccessKeySecret": "bench-root-secret-0123456789abcdefghijklmn", "RoleArn": "",
- "TokenExpireTime": "900", "PolicyFile": "policy/all_policy.txt",
- "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
- "Variables": {"BUCKET_NAME": "bench"},
- "RateLimits": {"PerAddressPerMinute": 600000000, "PerSubjectPerMinute": 600000000}}
-JSON
+. bench/lib.sh
+bench_scratch token
+JWKS_PID=""
+cleanup_more() { if [ -n "$JWKS_PID" ]; then kill "$JWKS_PID" 2>/dev/null || true; fi; }
+bench_config bench-root-secret-0123456789abcdefghijklmn bench \
+  '"RateLimits": {"PerAddressPerMinute": 600000000, "PerSubjectPerMinute": 600000000}'
 HEADER=()
 if [ "$AUTHENTICATED" = true ]; then
   python3 -c 'import jwt, cryptography' 2>/dev/null || python3 -m pip install -q pyjwt cryptography
-  JPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  JPORT=$(free_port)
   python3 bench/jwks_server.py "$JPORT" "$WORK/token" &
   JWKS_PID=$!
   for _ in $(seq 100); do [ -s "$WORK/token" ] && break; sleep 0.1; done
@@ -59,9 +52,7 @@ if [ "$MODE" = instructions ]; then
   REQUESTS=${1:-2000}
   # Valgrind cannot read the debug info of the static-stdlib build; the symbols are enough.
   strip --strip-debug -o "$WORK/tollgate" "$BIN"
-  valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.%p" "$WORK/tollgate" serve --config "$WORK/config.json" > "$WORK/server.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+  start_server valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.%p" "$WORK/tollgate"
   requests() { # path count: sequential keep-alive requests
     python3 - "$PORT" "$1" "$2" <<'PY'
 import http.client, sys
@@ -89,9 +80,7 @@ PY
   exit 0
 fi
 
-"$BIN" serve --config "$WORK/config.json" > "$WORK/server.log" 2>&1 &
-PID=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+start_server "$BIN"
 
 run() { # path -> "rps p99ms"
   wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${HEADER[@]}" "http://127.0.0.1:$PORT$1" > "$WORK/wrk.txt"

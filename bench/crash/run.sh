@@ -13,17 +13,9 @@ for tool in sqlite3 curl; do
 done
 BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)} || { echo "FAIL: build"; exit 1; }
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-WORK=$(mktemp -d -p "${TMPDIR:-/tmp}" tollgate-crash.XXXXXX)
-[ "${KEEP_WORK:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(port); GPORT=$(port)
-cp -r policy "$WORK/policy"
-cat > "$WORK/config.json" <<JSON
-{"AccessKeyID": "", "AccessKeySecret": "crash-test-root-secret-0123456789abcdefghij", "RoleArn": "",
- "TokenExpireTime": "43200", "PolicyFile": "policy/all_policy.txt",
- "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
- "Variables": {"BUCKET_NAME": "crash-test"}, "DataDirectory": "data"}
-JSON
+. bench/lib.sh
+bench_scratch crash
+EXPIRE=43200 bench_config crash-test-root-secret-0123456789abcdefghij crash-test
 # Vended credentials (default role: all_policy.txt), as an app would use them.
 CREDENTIALS=$("$BIN" token issue --config "$WORK/config.json" --duration 43200) || { echo "FAIL: token issue"; exit 1; }
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$CREDENTIALS" "$1"; }

@@ -1,0 +1,57 @@
+# What the bench scripts share: a scratch directory, a server config on free loopback ports, a
+# server started and stopped, and the clean-up on exit. Sourced from the repository's root
+# (`. bench/lib.sh`); nothing runs on its own.
+
+# A free loopback port.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# bench_scratch NAME: a new scratch directory in WORK (under BENCH_DIR, else TMPDIR, else /tmp),
+# removed on exit (with the server, if one runs) unless KEEP_WORK=1. A script with more to clean
+# up defines `cleanup_more`, which runs first.
+bench_scratch() {
+  WORK=$(mktemp -d -p "${BENCH_DIR:-${TMPDIR:-/tmp}}" "tollgate-$1.XXXXXX")
+  trap bench_cleanup EXIT
+}
+bench_cleanup() {
+  if declare -F cleanup_more >/dev/null; then cleanup_more; fi
+  stop_server
+  [ "${KEEP_WORK:-0}" = 1 ] || { [ -n "${WORK:-}" ] && rm -rf "$WORK"; }
+  return 0
+}
+
+# bench_config SECRET BUCKET [MORE]: $WORK/config.json and the repository's policies, with the
+# token port in PORT and the gateway's in GPORT (both free), data in $WORK/data. KEY_ID (the
+# root key id, default none) and EXPIRE (token lifetime, default 900 s) when set; MORE: further
+# members, e.g. '"Buckets": ["bench"]'.
+bench_config() {
+  PORT=$(free_port); GPORT=$(free_port)
+  rm -rf "$WORK/policy"; cp -r policy "$WORK/policy"
+  cat > "$WORK/config.json" <<JSON
+{"AccessKeyID": "${KEY_ID:-}", "AccessKeySecret": "$1", "RoleArn": "",
+ "TokenExpireTime": "${EXPIRE:-900}", "PolicyFile": "policy/all_policy.txt",
+ "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
+ "Variables": {"BUCKET_NAME": "$2"}, "DataDirectory": "data"${3:+, $3}}
+JSON
+}
+
+# start_server COMMAND…: (re)starts `COMMAND… serve` on $WORK/config.json in PID, its output
+# appended to $WORK/server.log, and waits until /healthz answers (60 s at most; a server that
+# does not come up ends the script with its log). LOG_LEVEL as the caller has it.
+start_server() {
+  stop_server
+  "$@" serve --config "$WORK/config.json" >> "$WORK/server.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 600); do
+    curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz" && return 0
+    kill -0 "$PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "the server did not come up; its log:" >&2
+  tail -n 20 "$WORK/server.log" >&2
+  exit 1
+}
+
+stop_server() {
+  if [ -n "${PID:-}" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+  PID=""
+}
