@@ -2,7 +2,7 @@
 # Object gateway throughput against nginx, same run, same disk, same requests, release build.
 #   bash bench/gateway.sh [duration-seconds] [connections] [rounds]      (defaults 5, 16 and 5)
 #   WORKLOADS="get-4k" bash bench/gateway.sh …    (a subset of get-1m get-4k put-1m; default all)
-#   WORKLOADS="get-4k floor-4k" bash bench/gateway.sh …    adds the floor (below)
+#   WORKLOADS="get-4k floor-4k nio-4k" bash bench/gateway.sh …    adds the floors (below)
 #
 # Workloads (wrk, 2 threads, CONNECTIONS connections, bench/gateway.lua cycling through a list
 # of request targets): GET of 1 MiB objects, GET of 4 KiB objects, PUT of 1 MiB bodies.
@@ -12,7 +12,10 @@
 # DAV module (`dav_methods PUT`). The opt-in floor-4k workload sends the 4 KiB GETs without
 # their query: the gateway refuses each (403, S3 XML) before any signature or store work, so its
 # rate is about the most this HTTP stack and admission answer a small request with, beside
-# nginx's 200s for the same lines; it has no goal. Prints objects/s, MiB/s, p99 latency and the ratio
+# nginx's 200s for the same lines; it has no goal. The opt-in nio-4k workload sends the same lines
+# as get-4k to bench/NIOFloor instead of the gateway: SwiftNIO's HTTP/1 server answering each with
+# 4 KiB from memory and nothing else, what the gateway's HTTP stack costs before any of its own
+# work (no goal). Prints objects/s, MiB/s, p99 latency and the ratio
 # gateway/nginx. Each round runs every workload against nginx and then the gateway; the ratio
 # reported is the median of the rounds' ratios, since this kind of shared 2-core machine drifts
 # by 20% or more from one minute to the next. Goals: GET 1 MiB >= 0.9, GET 4 KiB >= 0.7,
@@ -40,31 +43,16 @@ BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
 SECRET="bench-root-secret-0123456789abcdefghijklmn"
 KEY_ID="TGBENCHROOT"
 
-WORK=$(mktemp -d -p "${BENCH_DIR:-${TMPDIR:-/tmp}}" tollgate-bench.XXXXXX)
-PID=""
-cleanup() {
-  [ -n "$PID" ] && { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
-  [ -f "$WORK/nginx.pid" ] && { kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true; }
-  sleep 0.2
-  rm -rf "$WORK"
+. bench/lib.sh
+export LOG_LEVEL=${LOG_LEVEL:-warning}
+bench_scratch bench
+FPID=""
+cleanup_more() {
+  if [ -n "$FPID" ]; then kill "$FPID" 2>/dev/null || true; wait "$FPID" 2>/dev/null || true; fi
+  if [ -f "$WORK/nginx.pid" ]; then kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true; sleep 0.2; fi
 }
-trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(port); GPORT=$(port); NPORT=$(port)
-
-cp -r policy "$WORK/policy"
-cat > "$WORK/config.json" <<JSON
-{"AccessKeyID": "$KEY_ID", "AccessKeySecret": "$SECRET", "RoleArn": "",
- "TokenExpireTime": "900", "PolicyFile": "policy/all_policy.txt",
- "ListenAddress": "127.0.0.1", "Port": $PORT, "GatewayAddress": "127.0.0.1", "GatewayPort": $GPORT,
- "Variables": {"BUCKET_NAME": "bench"}, "DataDirectory": "data"}
-JSON
-start_server() { # binary: (re)starts the server on the same config and data
-  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
-  LOG_LEVEL=${LOG_LEVEL:-warning} "$1" serve --config "$WORK/config.json" >> "$WORK/server.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
-}
+bench_config "$SECRET" bench   # KEY_ID as above
+NPORT=$(free_port)
 start_server "$BIN"
 
 # nginx: unprivileged config, temp prefix, loopback port, files under $WORK (the same disk).
@@ -105,22 +93,31 @@ for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$NPORT/" && break;
 
 python3 bench/gateway_load.py prepare "$WORK" "http://127.0.0.1:$GPORT" "http://127.0.0.1:$NPORT" "$KEY_ID" "$SECRET"
 sed 's/?.*//' "$WORK/get-4k.txt" > "$WORK/floor-4k.txt"   # unsigned: refused by the gateway
+cp "$WORK/get-4k.txt" "$WORK/nio-4k.txt"                     # the same lines, to bench/NIOFloor
+case " ${WORKLOADS:-} " in *" nio-4k "*)
+  swift build -c release --static-swift-stdlib --product NIOFloor >&2
+  FPORT=$(free_port)
+  "$(swift build -c release --static-swift-stdlib --show-bin-path)/NIOFloor" "$FPORT" & FPID=$!
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$FPORT/" && break; sleep 0.1; done ;;
+esac
 # How many page-cache folios sendfile walks for one 1 MiB object (bench/folios.py; root only).
 echo "page-cache folios of a 1 MiB object: gateway $(python3 bench/folios.py "$(find "$WORK/data" -type f -size 1048576c | head -1)" | awk '{print $2}'), nginx $(python3 bench/folios.py "$WORK/nginx-root/bench/get-1m/obj-0000" | awk '{print $2}')" >&2
 
-# CPU time (user + system, clock ticks) of the server's processes: the gateway, or nginx's workers.
-cpu_ticks() { # gateway|nginx
+# CPU time (user + system, clock ticks) of the server's processes: the gateway, nginx's workers,
+# or bench/NIOFloor.
+cpu_ticks() { # gateway|nginx|nio
   local pids=$PID
   [ "$1" = nginx ] && pids=$(pgrep -P "$(cat "$WORK/nginx.pid")")
+  [ "$1" = nio ] && pids=$FPID
   local total=0
   for p in $pids; do total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
   echo $total
 }
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
-run() { # gateway|nginx targets-file [PUT bytes] -> "objects/s p99 server-cpu-µs-per-request"
+run() { # gateway|nginx|nio targets-file [PUT bytes] -> "objects/s p99 server-cpu-µs-per-request"
   local server=$1; shift
-  local base=$NG; [ "$server" = gateway ] && base=$GW
+  local base=$NG; [ "$server" = gateway ] && base=$GW; [ "$server" = nio ] && base="http://127.0.0.1:$FPORT"
   local before; before=$(cpu_ticks "$server")
   wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s bench/gateway.lua "$base" -- "$@" > "$WORK/wrk.txt"
   local ticks=$(( $(cpu_ticks "$server") - before ))
@@ -149,7 +146,8 @@ for round in $(seq "$ROUNDS"); do
   SERVERS="nginx gateway"
   [ -n "${BASELINE_BIN:-}" ] && { [ $((round % 2)) = 1 ] && SERVERS="nginx baseline gateway" || SERVERS="nginx gateway baseline"; }
   for workload in ${WORKLOADS:-get-1m get-4k put-1m}; do
-    for server in $SERVERS; do
+    servers=$SERVERS; [ $workload = nio-4k ] && servers="nginx nio"
+    for server in $servers; do
       args=("$WORK/$workload.txt"); [ $workload = put-1m ] && args+=(PUT 1048576)
       case $server in baseline) use "$BASELINE_BIN" ;; gateway) use "$BIN" ;; esac
       read -r rps p99 cpu < <(run "${server/baseline/gateway}" "${args[@]}")
@@ -169,22 +167,25 @@ rps, cpu = {}, {}
 for round_, workload, server, value, p99, micros in rows:
     rps.setdefault((workload, server), []).append(float(value))
     if micros != "-": cpu.setdefault((workload, server), []).append(float(micros))
-sizes = {"get-1m": 1.0, "get-4k": 1 / 256, "put-1m": 1.0, "floor-4k": 1 / 256}
+sizes = {"get-1m": 1.0, "get-4k": 1 / 256, "put-1m": 1.0, "floor-4k": 1 / 256, "nio-4k": 1 / 256}
+# The server measured against nginx in each workload: the gateway, but bench/NIOFloor in nio-4k.
+measured = lambda workload: "nio" if workload == "nio-4k" else "gateway"
 print(f"{'workload':<12} {'server':<8} {'objects/s':>12} {'MiB/s':>10} {'server CPU µs/request':>22}   (medians over rounds)")
-for workload in ("get-1m", "get-4k", "put-1m", "floor-4k"):
-    if (workload, "gateway") not in rps: continue
-    for server in ("nginx", "baseline", "gateway"):
+for workload in ("get-1m", "get-4k", "put-1m", "floor-4k", "nio-4k"):
+    if (workload, measured(workload)) not in rps: continue
+    for server in ("nginx", "baseline", "gateway", "nio"):
         if (workload, server) not in rps: continue
         median = statistics.median(rps[(workload, server)])
         print(f"{workload:<12} {server:<8} {median:>12.0f} {median * sizes[workload]:>10.1f} {statistics.median(cpu[(workload, server)]):>22.0f}")
 print(f"\nconcurrency {sys.argv[2]}")
-goals = {"get-1m": ("GET 1 MiB", 0.9), "get-4k": ("GET 4 KiB", 0.7), "put-1m": ("PUT 1 MiB", 0.6), "floor-4k": ("floor 4 KiB", None)}
+goals = {"get-1m": ("GET 1 MiB", 0.9), "get-4k": ("GET 4 KiB", 0.7), "put-1m": ("PUT 1 MiB", 0.6), "floor-4k": ("floor 4 KiB", None),
+         "nio-4k": ("NIO 4 KiB", None)}
 for workload, (name, goal) in goals.items():
-    if (workload, "gateway") not in rps: continue
-    ratios = [g / n for g, n in zip(rps[(workload, "gateway")], rps[(workload, "nginx")])]
+    if (workload, measured(workload)) not in rps: continue
+    ratios = [g / n for g, n in zip(rps[(workload, measured(workload))], rps[(workload, "nginx")])]
     ratio = statistics.median(ratios)
     verdict = "(no goal)" if goal is None else f"(goal >= {goal}): " + ("ok" if ratio >= goal else "BELOW GOAL")
-    print(f"ratio gateway/nginx {name:<10} {ratio:6.3f} {verdict}   rounds: {' '.join(f'{r:.2f}' for r in ratios)}")
+    print(f"ratio {measured(workload) + '/nginx':<13} {name:<11} {ratio:6.3f} {verdict}   rounds: {' '.join(f'{r:.2f}' for r in ratios)}")
 for workload, (name, goal) in goals.items():
     if (workload, "baseline") not in rps: continue
     base = [b / n for b, n in zip(rps[(workload, "baseline")], rps[(workload, "nginx")])]
