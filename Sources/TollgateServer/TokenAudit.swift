@@ -69,13 +69,17 @@ public struct TokenAuditEntry: Sendable, Equatable, Codable {
 /// The token audit file, `DataDirectory/token-audit.jsonl` (JSON Lines, mode 0600), which
 /// `tollgate token list` reads. Issuing a token only appends a line to a memory buffer and
 /// wakes this service, which writes whatever has gathered (off the event loops, on NIO's
-/// thread pool) at once: under load one write carries many lines. At `maxBytes` the file is
+/// thread pool) at once, then lets lines gather for `gatherInterval` before it writes again:
+/// under load one write carries many lines, and a token does not wake this task (a thread
+/// hop, a thread-pool job and a `write`) of its own. At `maxBytes` the file is
 /// renamed to `.1` (the older `.1` to `.2`, the oldest dropped) and a new one started.
 public final class TokenAuditLog: Service, Sendable {
     public static let fileName = "token-audit.jsonl"
     public static let defaultMaxBytes = 16 * 1024 * 1024
     /// Rotated files kept besides the current one.
     public static let keptFiles = 2
+    /// How long lines gather after a write before the next one.
+    static let gatherInterval = Duration.milliseconds(25)
 
     public let path: String
     let maxBytes: Int
@@ -83,8 +87,9 @@ public final class TokenAuditLog: Service, Sendable {
     private let pending = Mutex<[UInt8]>([])
     private let wake: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
-    /// The open file and its size; touched only by `flush`, which runs one at a time.
-    private let file = Mutex<(descriptor: Int32, size: Int)>((-1, 0))
+    /// The open file, its size and how many writes it has taken; touched only by `flush`, which
+    /// runs one at a time.
+    private let file = Mutex<(descriptor: Int32, size: Int, writes: Int)>((-1, 0, 0))
 
     public init(dataDirectory: String, maxBytes: Int = defaultMaxBytes, logger: Logger) {
         path = (dataDirectory as NSString).appendingPathComponent(Self.fileName)
@@ -102,7 +107,12 @@ public final class TokenAuditLog: Service, Sendable {
 
     public func run() async throws {
         await withGracefulShutdownHandler {
-            for await _ in wakes { await flushOffloaded() }
+            for await _ in wakes {
+                await flushOffloaded()
+                // Lines issued meanwhile gather in the buffer: under load one write (and one
+                // thread-pool job) per interval, not one wake-up of this task per token.
+                try? await Task.sleep(for: Self.gatherInterval)
+            }
         } onGracefulShutdown: {
             self.wake.finish()
         }
@@ -145,11 +155,15 @@ public final class TokenAuditLog: Service, Sendable {
                     offset += written
                 }
                 state.size += bytes.count
+                state.writes += 1
             } catch {
                 logger.error("token audit not written", metadata: ["audit.file": "\(path)", "audit.error": "\(error)", "audit.lines": "\(bytes.count { $0 == 0x0A })"])
             }
         }
     }
+
+    /// How many flushes have written lines (a flush that found none writes nothing).
+    var writes: Int { file.withLock { $0.writes } }
 
     /// `path` → `path.1` → `path.2`; the oldest is replaced.
     static func rotate(_ path: String) {

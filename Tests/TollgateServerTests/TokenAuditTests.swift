@@ -52,6 +52,30 @@ struct TokenAuditTests {
         #expect(read.skipped == 1)
     }
 
+    /// The running service writes what gathered, not a line per token: tokens issued a
+    /// millisecond apart share writes (one per `gatherInterval` at most), and none is lost.
+    @Test func theServiceGathersLinesIntoFewWrites() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = TokenAuditLog(dataDirectory: dir, logger: Logger(label: "test"))
+        let service = Task { try await log.run() }
+        defer { service.cancel() }
+        let count = 50
+        let started = ContinuousClock.now
+        for n in 0..<count {
+            log.record(Self.entry(n))
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let elapsed = ContinuousClock.now - started
+        for _ in 0..<500 where TokenAuditLog.read(dataDirectory: dir).entries.count < count {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(TokenAuditLog.read(dataDirectory: dir).entries.map(\.accessKeyId) == (0..<count).map { "STS.KEY\($0)" })
+        // Without gathering, each token here has a write of its own (50).
+        let bound = Int(elapsed / TokenAuditLog.gatherInterval) + 2
+        #expect(log.writes <= bound, "\(log.writes) writes for \(count) lines in \(elapsed)")
+    }
+
     @Test func theFileRotatesAtItsLimitKeepingTwoOldFiles() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
