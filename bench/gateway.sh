@@ -98,7 +98,8 @@ case " ${WORKLOADS:-} " in *" nio-4k "*)
   swift build -c release --static-swift-stdlib --product NIOFloor >&2
   FPORT=$(free_port)
   "$(swift build -c release --static-swift-stdlib --show-bin-path)/NIOFloor" "$FPORT" & FPID=$!
-  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$FPORT/" && break; sleep 0.1; done ;;
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$FPORT/" && break; sleep 0.1; done
+  curl -sf -o /dev/null "http://127.0.0.1:$FPORT/" || { echo "NIOFloor did not come up" >&2; exit 1; } ;;
 esac
 # How many page-cache folios sendfile walks for one 1 MiB object (bench/folios.py; root only).
 echo "page-cache folios of a 1 MiB object: gateway $(python3 bench/folios.py "$(find "$WORK/data" -type f -size 1048576c | head -1)" | awk '{print $2}'), nginx $(python3 bench/folios.py "$WORK/nginx-root/bench/get-1m/obj-0000" | awk '{print $2}')" >&2

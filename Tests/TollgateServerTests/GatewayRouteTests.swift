@@ -152,7 +152,6 @@ func conditionDates() throws {
     #expect(Gateway.conditionDate("Sun, 32 Nov 1994 08:49:37 GMT") == nil)
 }
 
-
 @Test func listingEncodingEscapesEverythingButUnreservedAndSlash() {
     #expect(Gateway.urlEncodeForListing("a b+c/d%e~f") == "a%20b%2Bc/d%25e~f")
 }
