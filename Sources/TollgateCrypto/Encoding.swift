@@ -97,30 +97,37 @@ public enum Base64 {
     /// Writes the encoding into `out`, which holds at least `(bytes.count + 2) / 3 * 4` bytes;
     /// returns how many it wrote.
     private static func write(_ bytes: [UInt8], alphabet: [UInt8], pad: Bool, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
-        var o = 0
-        var i = 0
-        func put(_ value: UInt32) {
-            out[o] = alphabet[Int(value & 63)]
-            o += 1
-        }
-        while i + 3 <= bytes.count {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            put(n >> 18); put(n >> 12); put(n >> 6); put(n)
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest > 0 {
-            let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
-            put(n >> 18); put(n >> 12)
-            if rest == 2 { put(n >> 6) }
-            if pad {
-                for _ in rest..<3 {
-                    out[o] = UInt8(ascii: "=")
+        precondition(alphabet.count == 64 && out.count >= (bytes.count + 2) / 3 * 4)
+        // Unchecked indexing (the precondition covers every index): tokens are encoded on every issue.
+        return bytes.withUnsafeBufferPointer { bytes in
+            alphabet.withUnsafeBufferPointer { alphabet in
+                var o = 0
+                var i = 0
+                func put(_ value: UInt32) {
+                    out.baseAddress.unsafelyUnwrapped[o] = alphabet.baseAddress.unsafelyUnwrapped[Int(value & 63)]
                     o += 1
                 }
+                func byte(_ index: Int) -> UInt32 { UInt32(bytes.baseAddress.unsafelyUnwrapped[index]) }
+                while i + 3 <= bytes.count {
+                    let n = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2)
+                    put(n >> 18); put(n >> 12); put(n >> 6); put(n)
+                    i += 3
+                }
+                let rest = bytes.count - i
+                if rest > 0 {
+                    let n = byte(i) << 16 | (rest == 2 ? byte(i + 1) << 8 : 0)
+                    put(n >> 18); put(n >> 12)
+                    if rest == 2 { put(n >> 6) }
+                    if pad {
+                        for _ in rest..<3 {
+                            out[o] = UInt8(ascii: "=")
+                            o += 1
+                        }
+                    }
+                }
+                return o
             }
         }
-        return o
     }
 
     /// Decodes standard or url-safe base64, padded or not. Strict: any other character,

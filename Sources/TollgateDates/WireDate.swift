@@ -335,22 +335,15 @@ public enum WireDate {
         c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9") ? Int(c - UInt8(ascii: "0")) : nil
     }
 
-    /// `value` in at least `width` digits, zero-padded.
+    /// `value` in at least `width` digits, zero-padded. Every log line and token formats dates:
+    /// the digits come from constant divisors (multiplications), not a loop of divisions.
     private static func append(_ value: Int, _ width: Int, to out: inout [UInt8]) {
-        var value = value
-        if value < 0 {
-            out.append(UInt8(ascii: "-"))
-            value = -value
-        }
-        var divisor = 1
-        var digits = 1
-        while digits < width || value / divisor >= 10 {
-            divisor *= 10
-            digits += 1
-        }
-        while divisor > 0 {
-            out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
-            divisor /= 10
-        }
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        appendDigits(value.magnitude, width, to: &out)
+    }
+
+    private static func appendDigits(_ value: UInt, _ width: Int, to out: inout [UInt8]) {
+        if value >= 10 || width > 1 { appendDigits(value / 10, width - 1, to: &out) }
+        out.append(UInt8(ascii: "0") + UInt8(value % 10))
     }
 }

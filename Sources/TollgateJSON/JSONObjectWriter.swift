@@ -2,6 +2,10 @@
 /// bytes: the token's claims, the token endpoint's answers, the token audit file and the CLI's
 /// JSON output. Hand-written because the token endpoint's field order is part of its
 /// contract (`JSONEncoder` promises none) and because minting is on its hot path.
+///
+/// Member names are `StaticString`s, written as they are: names in our source need no escaping,
+/// and copying them costs a fraction of checking them. A name that comes from input goes
+/// through `add(member:_:)`, which escapes it like a value.
 public struct JSONObjectWriter {
     private var bytes: [UInt8] = []
 
@@ -11,27 +15,35 @@ public struct JSONObjectWriter {
     }
 
     /// A string member (escaped per RFC 8259).
-    public mutating func add(_ name: String, _ value: String) {
+    public mutating func add(_ name: StaticString, _ value: String) {
         member(name)
         appendQuoted(value)
     }
 
+    /// A string member whose name comes from input (a claim's name), escaped like the value.
+    public mutating func add(member name: String, _ value: String) {
+        separate()
+        appendQuoted(name)
+        bytes.append(UInt8(ascii: ":"))
+        appendQuoted(value)
+    }
+
     /// A string member, or `null`.
-    public mutating func add(_ name: String, _ value: String?) {
+    public mutating func add(_ name: StaticString, _ value: String?) {
         if let value { add(name, value) } else { add(name, raw: "null") }
     }
 
-    public mutating func add(_ name: String, _ value: Int64) {
+    public mutating func add(_ name: StaticString, _ value: Int64) {
         member(name)
         Self.appendDecimal(value, to: &bytes)
     }
 
-    public mutating func add(_ name: String, _ value: Bool) {
+    public mutating func add(_ name: StaticString, _ value: Bool) {
         add(name, raw: value ? "true" : "false")
     }
 
     /// A member whose value is already JSON text (a number, a nested object).
-    public mutating func add(_ name: String, raw value: String) {
+    public mutating func add(_ name: StaticString, raw value: String) {
         member(name)
         bytes.append(contentsOf: value.utf8)
     }
@@ -45,10 +57,17 @@ public struct JSONObjectWriter {
         return bytes
     }
 
-    private mutating func member(_ name: String) {
-        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
-        appendQuoted(name)
+    private mutating func member(_ name: StaticString) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// The comma before every member but the first.
+    private mutating func separate() {
+        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
     }
 
     /// Whether `utf8` holds a byte that JSON strings must escape: a control character, `"` or

@@ -151,7 +151,9 @@ public final class LogOutput: Sendable {
 
     /// The event's metadata and the logger's (the event's winning), sorted by key.
     static func fields(_ metadata: Logger.Metadata?, _ context: Logger.Metadata) -> [(key: String, value: Logger.MetadataValue)] {
-        var fields = metadata.map(Array.init) ?? []
+        var fields: [(key: String, value: Logger.MetadataValue)] = []
+        fields.reserveCapacity((metadata?.count ?? 0) + context.count)
+        if let metadata { fields.append(contentsOf: metadata) }
         for (key, value) in context where metadata?[key] == nil { fields.append((key, value)) }
         fields.sort { $0.key < $1.key }
         return fields

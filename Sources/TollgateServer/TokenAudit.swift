@@ -101,8 +101,12 @@ public final class TokenAuditLog: Service, Sendable {
     /// Queues one entry; the service writes it within moments.
     func record(_ entry: TokenAuditEntry) {
         let line = entry.line
-        pending.withLock { $0 += line }
-        wake.yield()
+        // Lines already waiting mean the writer has been woken and will take this one too.
+        let first = pending.withLock { buffer in
+            defer { buffer += line }
+            return buffer.isEmpty
+        }
+        if first { wake.yield() }
     }
 
     public func run() async throws {

@@ -57,7 +57,7 @@ public struct TokenClaims: Codable, Sendable, Equatable {
         json.add("ak", accessKeyId)
         if let claims {
             var nested = JSONObjectWriter()
-            for (name, value) in claims.sorted(by: { $0.key < $1.key }) { nested.add(name, value) }
+            for (name, value) in claims.sorted(by: { $0.key < $1.key }) { nested.add(member: name, value) }
             json.add("ctx", raw: nested.finish())
         }
         json.add("exp", expiresAt)
@@ -221,8 +221,9 @@ public struct TokenService: Sendable {
     /// `STS.` and 24 random letters and digits.
     static func newAccessKeyId() throws(CryptoError) -> String {
         let alphabet = alphanumerics
-        var id = Array("STS.".utf8)
+        var id: [UInt8] = []
         id.reserveCapacity(28)
+        id.append(contentsOf: "STS.".utf8)
         while id.count < 28 {
             // Rejection sampling keeps every character equally likely (248 = 4 × 62).
             for byte in try random.bytes(count: 32) where byte < 248 && id.count < 28 {

@@ -62,3 +62,15 @@ func jsonWriterIntegers(value: Int64) {
     json.add("n", value)
     #expect(json.finish() == "{\"n\":\(value)}")
 }
+
+/// Names from our source are written as they are; a name from input (a token claim's) is
+/// escaped like a value.
+@Test func jsonWriterEscapesNamesFromInput() throws {
+    var json = JSONObjectWriter()
+    json.add("plain", "1")
+    json.add(member: "quote\" newline\n", "2")
+    let text = json.finish()
+    #expect(text == #"{"plain":"1","quote\" newline\n":"2"}"#)
+    let parsed = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: String])
+    #expect(parsed == ["plain": "1", "quote\" newline\n": "2"])
+}

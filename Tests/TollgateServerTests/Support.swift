@@ -26,10 +26,10 @@ final class CapturedLog: Sendable {
             set { metadata[key] = newValue }
         }
 
-        func log(level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-            let all = metadata.merging(extra ?? [:]) { $1 }
+        func log(event: LogEvent) {
+            let all = metadata.merging(event.metadata ?? [:]) { $1 }
             let rendered = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            log.lines.withLock { $0.append("\(level) \(message) \(rendered)") }
+            log.lines.withLock { $0.append("\(event.level) \(event.message) \(rendered)") }
         }
     }
 }
