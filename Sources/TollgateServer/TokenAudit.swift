@@ -67,12 +67,12 @@ public struct TokenAuditEntry: Sendable, Equatable, Codable {
 }
 
 /// The token audit file, `DataDirectory/token-audit.jsonl` (JSON Lines, mode 0600), which
-/// `tollgate token list` reads. Issuing a token only appends a line to a memory buffer and
-/// wakes this service, which writes whatever has gathered (off the event loops, on NIO's
-/// thread pool) at once, then lets lines gather for `gatherInterval` before it writes again:
-/// under load one write carries many lines, and a token does not wake this task (a thread
-/// hop, a thread-pool job and a `write`) of its own. At `maxBytes` the file is
-/// renamed to `.1` (the older `.1` to `.2`, the oldest dropped) and a new one started.
+/// `tollgate token list` reads. Issuing a token only appends a line to a memory buffer and,
+/// when no line was waiting, wakes this service, which writes whatever has gathered (off the
+/// event loops, on NIO's thread pool) at once, then lets lines gather for `gatherInterval`
+/// before it writes again: under load one write carries many lines, and a token does not wake
+/// this task (a thread hop, a thread-pool job and a `write`) of its own. At `maxBytes` the file
+/// is renamed to `.1` (the older `.1` to `.2`, the oldest dropped) and a new one started.
 public final class TokenAuditLog: Service, Sendable {
     public static let fileName = "token-audit.jsonl"
     public static let defaultMaxBytes = 16 * 1024 * 1024
