@@ -610,10 +610,12 @@ func noRulesNoPreflight() async throws {
 // MARK: Answered at once
 
 /// `GatewayFastPath` in a test channel on its own event loop, with a handler before it that
-/// records the file spans it sends and the reads it passes on.
+/// records the file spans it sends and the reads it passes on, and one after it that records
+/// the writability changes that reach the responder's side.
 private final class FastPathChannel: Sendable {
     let channel: NIOAsyncTestingChannel
     let recorder = Recorder()
+    let watcher = WritabilityWatcher()
 
     /// Stands where the HTTP codec does: takes the fast path's `SendFile` events, counts reads.
     final class Recorder: ChannelOutboundHandler, @unchecked Sendable {
@@ -621,10 +623,23 @@ private final class FastPathChannel: Sendable {
         typealias OutboundIn = HTTPResponsePart
         var spans: [FileSpan] = []
         var reads = 0
+        /// What a span does to the connection's writability, as a socket's would: nothing; a
+        /// span over the high water mark that the flush sends whole (unwritable, then writable
+        /// again); or one the client does not read (left unwritable).
+        var span: SpanWritability = .unchanged
+        enum SpanWritability { case unchanged, flipsBack, staysUnwritable }
 
         func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
             guard let send = event as? HTTP1Codec.SendFile else { return context.triggerUserOutboundEvent(event, promise: promise) }
             spans.append(send.span)
+            if span != .unchanged, let channel = context.channel as? NIOAsyncTestingChannel {
+                channel.isWritable = false
+                context.fireChannelWritabilityChanged()
+                if span == .flipsBack {
+                    channel.isWritable = true
+                    context.fireChannelWritabilityChanged()
+                }
+            }
             promise?.succeed()
         }
 
@@ -634,10 +649,22 @@ private final class FastPathChannel: Sendable {
         }
     }
 
+    /// Stands where Hummingbird's responder does: records the writability each change it hears of left.
+    final class WritabilityWatcher: ChannelInboundHandler, @unchecked Sendable {
+        // @unchecked: touched on the channel's event loop only.
+        typealias InboundIn = HTTPRequestPart
+        var heard: [Bool] = []
+
+        func channelWritabilityChanged(context: ChannelHandlerContext) {
+            heard.append(context.channel.isWritable)
+            context.fireChannelWritabilityChanged()
+        }
+    }
+
     init(_ gateway: Gateway) async throws {
-        let recorder = self.recorder
+        let (recorder, watcher) = (self.recorder, self.watcher)
         channel = try await NIOAsyncTestingChannel { channel in
-            try channel.pipeline.syncOperations.addHandlers([recorder, GatewayFastPath(gateway: gateway, logger: Logger(label: "test"))])
+            try channel.pipeline.syncOperations.addHandlers([recorder, GatewayFastPath(gateway: gateway, logger: Logger(label: "test")), watcher])
         }
     }
 
@@ -946,5 +973,54 @@ func getsOfOpenFilesAreAnsweredAtOnce() async throws {
     _ = try #require(try await fast.answer(), "answered at once")
     #expect(try await fast.sentFiles() == [replaced])
     #expect(try await fast.handedOn().isEmpty)
+    #expect(try await fast.channel.finish().isClean)
+}
+
+@Test("a span that makes the connection unwritable and is sent whole before the answer is written changes nothing the responder hears; one the client does not read leaves it unwritable, and the responder hears that",
+      .timeLimit(.minutes(1)))
+func writabilityChangesWhileAnsweringReachTheResponderOnlyWhenTheyLast() async throws {
+    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+    defer { fixture.remove() }
+    let store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024 }
+    let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    try await put(store, "tollgate", "docs/photo.bin", photo)
+    let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
+    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
+    let target = try presignS3(Unsigned(.get, "tollgate", "docs/photo.bin"), credentials)
+    func heard() async throws -> [Bool] {
+        try await fast.channel.testingEventLoop.executeInContext { defer { fast.watcher.heard.removeAll() }; return fast.watcher.heard }
+    }
+    func spanDoes(_ writability: FastPathChannel.Recorder.SpanWritability) async throws {
+        try await fast.channel.testingEventLoop.executeInContext { fast.recorder.span = writability }
+    }
+
+    // The first GET asks the store and keeps the file open; the next ones go as spans of it.
+    try await fast.send(.get, target)
+    _ = try await fast.nextAnswer()
+    try await spanDoes(.flipsBack)
+    for _ in 0..<3 {
+        try await fast.send(.get, target)
+        #expect(try #require(try await fast.answer(), "answered at once").0.status == .ok)
+    }
+    #expect(try await fast.sentFiles().count == 3)
+    #expect(try await heard() == [], "unwritable and writable again within one answer: nothing to hear")
+
+    // A client that does not read: the connection stays unwritable, and the responder hears it.
+    try await spanDoes(.staysUnwritable)
+    try await fast.send(.get, target)
+    #expect(try #require(try await fast.answer(), "answered at once").0.status == .ok)
+    #expect(try await heard() == [false])
+    // Later requests go to the responder, which waits for the client; when the client reads
+    // again, the change reaches the responder as it happens.
+    try await fast.send(.get, target)
+    guard case .head = try await fast.nextHandedOn() else { throw ChannelError.inappropriateOperationForState }
+    try await fast.channel.testingEventLoop.executeInContext {
+        fast.channel.isWritable = true
+        fast.channel.pipeline.fireChannelWritabilityChanged()
+    }
+    #expect(try await heard() == [true])
+    _ = try await fast.handedOn()
+    try await fast.respond()
+    _ = try await fast.answer()
     #expect(try await fast.channel.finish().isClean)
 }
