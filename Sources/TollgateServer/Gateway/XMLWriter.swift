@@ -15,23 +15,14 @@ struct XMLWriter {
     }
 
     mutating func start(_ name: String, namespace: String? = nil) {
-        buffer.writeStaticString("<")
-        buffer.writeString(name)
-        if let namespace {
-            buffer.writeStaticString(" xmlns=\"")
-            Self.writeEscaped(namespace, into: &buffer)
-            buffer.writeStaticString("\"")
-        }
-        buffer.writeStaticString(">")
+        if let namespace { writeStartTag(name, attributes: ["xmlns": namespace]) } else { writeStartTag(name) }
         open.append(name)
     }
 
     var isOpen: Bool { !open.isEmpty }
 
     mutating func end() {
-        buffer.writeStaticString("</")
-        buffer.writeString(open.removeLast())
-        buffer.writeStaticString(">")
+        writeEndTag(open.removeLast())
     }
 
     /// Character data inside the current element.
@@ -40,13 +31,9 @@ struct XMLWriter {
     }
 
     mutating func element(_ name: String, _ value: String) {
-        buffer.writeStaticString("<")
-        buffer.writeString(name)
-        buffer.writeStaticString(">")
+        writeStartTag(name)
         Self.writeEscaped(value, into: &buffer)
-        buffer.writeStaticString("</")
-        buffer.writeString(name)
-        buffer.writeStaticString(">")
+        writeEndTag(name)
     }
 
     mutating func element(_ name: String, _ value: String?) {
@@ -55,6 +42,20 @@ struct XMLWriter {
 
     /// An element with attributes (`xmlns:xsi`, `xsi:type`, …), in the order given.
     mutating func element(_ name: String, attributes: KeyValuePairs<String, String>, _ body: (inout XMLWriter) -> Void) {
+        writeStartTag(name, attributes: attributes)
+        open.append(name)
+        body(&self)
+        end()
+    }
+
+    mutating func element(_ name: String, _ body: (inout XMLWriter) -> Void) {
+        start(name)
+        body(&self)
+        end()
+    }
+
+    /// `<name attribute="value" …>`, the values escaped.
+    private mutating func writeStartTag(_ name: String, attributes: KeyValuePairs<String, String> = [:]) {
         buffer.writeStaticString("<")
         buffer.writeString(name)
         for (attribute, value) in attributes {
@@ -65,15 +66,12 @@ struct XMLWriter {
             buffer.writeStaticString("\"")
         }
         buffer.writeStaticString(">")
-        open.append(name)
-        body(&self)
-        end()
     }
 
-    mutating func element(_ name: String, _ body: (inout XMLWriter) -> Void) {
-        start(name)
-        body(&self)
-        end()
+    private mutating func writeEndTag(_ name: String) {
+        buffer.writeStaticString("</")
+        buffer.writeString(name)
+        buffer.writeStaticString(">")
     }
 
     /// Writes `string` as XML character data or attribute value: markup characters and tab,
