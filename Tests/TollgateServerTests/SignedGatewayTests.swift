@@ -760,7 +760,7 @@ func getsAndHeadsAreAnsweredOnTheConnection() async throws {
     for (key, text) in [("docs/a.txt", "hello"), ("secret/s.txt", "classified")] {
         try await put(store, "tollgate", key, text.utf8, metadata: ObjectMetadata(contentType: "text/plain"))
     }
-    let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
+    let credentials = try fixture.writer()
     let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: false))
     let readable = try presignS3(Unsigned(.get, "tollgate", "docs/a.txt"), credentials)
 
@@ -873,7 +873,7 @@ func getsFromTheStoreAreAnsweredOnTheConnection() async throws {
     let objects: [(String, [UInt8])] = [("docs/a.txt", Array("hello".utf8)), ("docs/photo.bin", photo),
                                          ("docs/big.bin", [UInt8](repeating: 7, count: 100 * 1024))]
     for (key, bytes) in objects { try await put(store, "tollgate", key, bytes) }
-    let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
+    let credentials = try fixture.writer()
     let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
     func url(_ method: HTTPRequest.Method, _ key: String) throws -> String { try presignS3(Unsigned(method, "tollgate", key), credentials) }
     func sent() async throws -> [[UInt8]] { try await fast.sentFiles() }
@@ -933,17 +933,37 @@ func getsFromTheStoreAreAnsweredOnTheConnection() async throws {
     #expect(try await fast.channel.finish().isClean)
 }
 
+/// A store on disk that sends 64 KiB spans, holding a 40 KiB photo at tollgate/docs/photo.bin;
+/// the fast path in front of it, and a presigned GET of the photo.
+private struct PhotoOnDisk {
+    let fixture: Fixture
+    let store: LocalObjectStore
+    let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    let fast: FastPathChannel
+    let target: String
+
+    init() async throws {
+        fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+        store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024 }
+        try await put(store, "tollgate", "docs/photo.bin", photo)
+        fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
+        target = try presignS3(Unsigned(.get, "tollgate", "docs/photo.bin"), try fixture.writer())
+    }
+}
+
+extension Fixture {
+    /// A token for alice in the writer role.
+    func writer() throws -> IssuedCredentials {
+        try state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
+    }
+}
+
 @Test("a GET of a file the store keeps open, whose pages are cached, is answered at once as a span of it, until a write replaces it",
       .timeLimit(.minutes(1)))
 func getsOfOpenFilesAreAnsweredAtOnce() async throws {
-    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
-    defer { fixture.remove() }
-    let store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024 }
-    let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-    try await put(store, "tollgate", "docs/photo.bin", photo)
-    let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
-    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
-    let target = try presignS3(Unsigned(.get, "tollgate", "docs/photo.bin"), credentials)
+    let disk = try await PhotoOnDisk()
+    defer { disk.fixture.remove() }
+    let (store, photo, fast, target) = (disk.store, disk.photo, disk.fast, disk.target)
 
     // The first GET asks the store, which reads it (40 KiB: in one job) and keeps its file open.
     try await fast.send(.get, target)
@@ -979,14 +999,9 @@ func getsOfOpenFilesAreAnsweredAtOnce() async throws {
 @Test("a span that makes the connection unwritable and is sent whole before the answer is written changes nothing the responder hears; one the client does not read leaves it unwritable, and the responder hears that",
       .timeLimit(.minutes(1)))
 func writabilityChangesWhileAnsweringReachTheResponderOnlyWhenTheyLast() async throws {
-    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
-    defer { fixture.remove() }
-    let store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024 }
-    let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-    try await put(store, "tollgate", "docs/photo.bin", photo)
-    let credentials = try fixture.state.snapshot.tokens.issue(subject: "alice", role: "writer", sessionPolicy: nil, duration: 900, now: now)
-    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
-    let target = try presignS3(Unsigned(.get, "tollgate", "docs/photo.bin"), credentials)
+    let disk = try await PhotoOnDisk()
+    defer { disk.fixture.remove() }
+    let (fast, target) = (disk.fast, disk.target)
     func heard() async throws -> [Bool] {
         try await fast.channel.testingEventLoop.executeInContext { defer { fast.watcher.heard.removeAll() }; return fast.watcher.heard }
     }
