@@ -330,3 +330,45 @@ def test_pipelined_gets_whose_answers_are_not_read_do_not_pile_up(gw, root):
     assert answers == count
     assert grown < 24, f"RSS grew by {grown:.0f} MiB while the answers were not read"
     alive(gw)
+
+
+def test_pipelined_file_span_gets_read_late_arrive_whole_and_in_order(gw, root):
+    """A 1 MiB object whose file pages are cached is answered at once with sendfile, a span longer
+    than the connection's high water mark; the fast path holds the writability changes a span
+    makes within one answer's write (SignedGatewayTests checks what passes on). A client that
+    pipelines such GETs and reads nothing fills the socket: the connection is left unwritable and
+    later GETs go to Hummingbird's responder. Once the client reads, every answer arrives, whole
+    and in order, and the server held no bodies meanwhile."""
+    body = bytes(range(256)) * 4096  # 1 MiB
+    root.put_object(Bucket=BUCKET, Key="spans.bin", Body=body)
+    url = root.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": "spans.bin"}, ExpiresIn=600)
+    assert requests.get(url).content == body  # read once: the store keeps the file open
+    target = url[len(gw.gateway_url):]
+    request = f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{gw.gateway_port}\r\n\r\n".encode()
+    count = 96  # 96 MiB of answers
+    before = rss_mib(gw)
+    sock = socket.create_connection(("127.0.0.1", gw.gateway_port), timeout=60)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.sendall(request * count)
+    time.sleep(2)
+    grown = rss_mib(gw) - before
+    received = bytearray()
+    answers = 0
+    deadline = time.monotonic() + 60
+    while answers < count and time.monotonic() < deadline:
+        piece = sock.recv(1 << 20)
+        if not piece:
+            break
+        received += piece
+        while True:
+            end = received.find(b"\r\n\r\n")
+            if end < 0 or len(received) < end + 4 + len(body):
+                break
+            assert received.startswith(b"HTTP/1.1 200 OK"), bytes(received[:200])
+            assert received[end + 4:end + 4 + len(body)] == body, f"answer {answers} differs"
+            del received[:end + 4 + len(body)]
+            answers += 1
+    sock.close()
+    assert answers == count
+    assert grown < 24, f"RSS grew by {grown:.0f} MiB while the answers were not read"
+    alive(gw)
