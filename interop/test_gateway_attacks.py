@@ -288,6 +288,28 @@ def test_stalled_signed_chunks_do_not_hold_memory(gw, root, full):
 # Memory: GETs pipelined by a client that reads none of the answers do not pile up answers.
 
 
+def read_answers(sock, body, count):
+    """Reads pipelined 200 answers of `body` from `sock` for up to a minute: how many arrived whole
+    and in order (each a head, then the body; any other answer fails the test)."""
+    received = bytearray()
+    answers = 0
+    deadline = time.monotonic() + 60
+    while answers < count and time.monotonic() < deadline:
+        piece = sock.recv(1 << 20)
+        if not piece:
+            break
+        received += piece
+        while True:
+            end = received.find(b"\r\n\r\n")
+            if end < 0 or len(received) < end + 4 + len(body):
+                break
+            assert received.startswith(b"HTTP/1.1 200 OK"), bytes(received[:200])
+            assert received[end + 4:end + 4 + len(body)] == body, f"answer {answers} differs"
+            del received[:end + 4 + len(body)]
+            answers += 1
+    return answers
+
+
 def test_pipelined_gets_whose_answers_are_not_read_do_not_pile_up(gw, root):
     """Small objects are answered as soon as their GET is read (GatewayFastPath). A client that
     pipelines GETs and reads nothing would make the server queue an answer per request for as long
@@ -308,23 +330,7 @@ def test_pipelined_gets_whose_answers_are_not_read_do_not_pile_up(gw, root):
     time.sleep(3)
     grown = rss_mib(gw) - before
     # Then every answer is read: all of them arrive, whole and in order.
-    received = b""
-    answers = 0
-    deadline = time.monotonic() + 60
-    while answers < count and time.monotonic() < deadline:
-        piece = sock.recv(1 << 20)
-        if not piece:
-            break
-        received += piece
-        # Each answer: a head, then the 8 KiB body; count whole answers and drop them.
-        while True:
-            end = received.find(b"\r\n\r\n")
-            if end < 0 or len(received) < end + 4 + len(body):
-                break
-            assert received.startswith(b"HTTP/1.1 200 OK"), received[:200]
-            assert received[end + 4:end + 4 + len(body)] == body
-            received = received[end + 4 + len(body):]
-            answers += 1
+    answers = read_answers(sock, body, count)
     sock.close()
     sender.join(timeout=10)
     assert answers == count
@@ -352,22 +358,7 @@ def test_pipelined_file_span_gets_read_late_arrive_whole_and_in_order(gw, root):
     sock.sendall(request * count)
     time.sleep(2)
     grown = rss_mib(gw) - before
-    received = bytearray()
-    answers = 0
-    deadline = time.monotonic() + 60
-    while answers < count and time.monotonic() < deadline:
-        piece = sock.recv(1 << 20)
-        if not piece:
-            break
-        received += piece
-        while True:
-            end = received.find(b"\r\n\r\n")
-            if end < 0 or len(received) < end + 4 + len(body):
-                break
-            assert received.startswith(b"HTTP/1.1 200 OK"), bytes(received[:200])
-            assert received[end + 4:end + 4 + len(body)] == body, f"answer {answers} differs"
-            del received[:end + 4 + len(body)]
-            answers += 1
+    answers = read_answers(sock, body, count)
     sock.close()
     assert answers == count
     assert grown < 24, f"RSS grew by {grown:.0f} MiB while the answers were not read"
