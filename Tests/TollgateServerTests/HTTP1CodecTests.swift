@@ -226,3 +226,82 @@ private final class CorkRecorder: ChannelOutboundHandler, Sendable {
         #expect(try await channel.getOption(HTTP1Codec.cork) == 0, "uncorked once flushed")
     }
 }
+
+/// Stands where the socket is, for spans: takes each file region written, makes the connection
+/// unwritable (a span is longer than the high water mark) and, when the flush sends it, writable
+/// again, unless its client is not reading.
+private final class SpanSocket: ChannelOutboundHandler {
+    typealias OutboundIn = IOData
+    var clientReads = true
+    var regions: [Int] = []
+    private var unsent: [EventLoopPromise<Void>] = []
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .fileRegion(let region) = unwrapOutboundIn(data), let channel = context.channel as? EmbeddedChannel else {
+            return context.write(data, promise: promise)
+        }
+        regions.append(region.readableBytes)
+        if let promise { unsent.append(promise) }
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        if clientReads, let channel = context.channel as? EmbeddedChannel, !channel.isWritable {
+            for promise in unsent { promise.succeed() }
+            unsent.removeAll()
+            channel.isWritable = true
+            channel.pipeline.fireChannelWritabilityChanged()
+        }
+        context.flush()
+    }
+}
+
+/// Stands where Hummingbird's responder does: records the writability each change it hears of left.
+private final class WritabilityWatcher: ChannelInboundHandler {
+    typealias InboundIn = HTTPRequestPart
+    var heard: [Bool] = []
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        heard.append(context.channel.isWritable)
+        context.fireChannelWritabilityChanged()
+    }
+}
+
+/// A span that makes the connection unwritable and is sent whole before the codec returns
+/// changes nothing the handlers after it hear of; one its client does not read leaves the
+/// connection unwritable, and they hear that once; the client's reading later reaches them as
+/// it happens.
+@Test func writabilityChangesWhileASpanIsSentReachTheResponderOnlyWhenTheyLast() throws {
+    let bytes = [UInt8](repeating: 7, count: 256 * 1024)
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-span-\(UUID().uuidString)").path
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let (socket, watcher) = (SpanSocket(), WritabilityWatcher())
+    let channel = EmbeddedChannel()
+    try channel.pipeline.syncOperations.addHandlers([socket, HTTP1Codec(), watcher])
+    func get() throws -> EventLoopFuture<Void> {
+        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/photo")))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        while try channel.readInbound(as: HTTPRequestPart.self) != nil {}
+        channel.write(HTTPResponsePart.head(HTTPResponse(status: .ok, headerFields: [.contentLength: String(bytes.count)])), promise: nil)
+        let span = FileSpan(file: FileDescriptor(open(path, O_RDONLY)), range: 0..<Int64(bytes.count))
+        let sent = channel.eventLoop.makePromise(of: Void.self)
+        channel.pipeline.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span), promise: sent)
+        channel.writeAndFlush(HTTPResponsePart.end(nil), promise: nil)
+        return sent.futureResult
+    }
+
+    for _ in 0..<3 { try get().wait() }
+    #expect(socket.regions == Array(repeating: bytes.count, count: 3))
+    #expect(watcher.heard == [], "unwritable and writable again within one span: nothing to hear")
+
+    socket.clientReads = false
+    let unread = try get()
+    #expect(watcher.heard == [false])
+    socket.clientReads = true
+    channel.flush()
+    try unread.wait()
+    #expect(watcher.heard == [false, true])
+    _ = try channel.finish()
+}

@@ -610,12 +610,10 @@ func noRulesNoPreflight() async throws {
 // MARK: Answered at once
 
 /// `GatewayFastPath` in a test channel on its own event loop, with a handler before it that
-/// records the file spans it sends and the reads it passes on, and one after it that records
-/// the writability changes that reach the responder's side.
+/// records the file spans it sends and the reads it passes on.
 private final class FastPathChannel: Sendable {
     let channel: NIOAsyncTestingChannel
     let recorder = Recorder()
-    let watcher = WritabilityWatcher()
 
     /// Stands where the HTTP codec does: takes the fast path's `SendFile` events, counts reads.
     final class Recorder: ChannelOutboundHandler, @unchecked Sendable {
@@ -623,23 +621,9 @@ private final class FastPathChannel: Sendable {
         typealias OutboundIn = HTTPResponsePart
         var spans: [FileSpan] = []
         var reads = 0
-        /// What a span does to the connection's writability, as a socket's would: nothing; a
-        /// span over the high water mark that the flush sends whole (unwritable, then writable
-        /// again); or one the client does not read (left unwritable).
-        var span: SpanWritability = .unchanged
-        enum SpanWritability { case unchanged, flipsBack, staysUnwritable }
-
         func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
             guard let send = event as? HTTP1Codec.SendFile else { return context.triggerUserOutboundEvent(event, promise: promise) }
             spans.append(send.span)
-            if span != .unchanged, let channel = context.channel as? NIOAsyncTestingChannel {
-                channel.isWritable = false
-                context.fireChannelWritabilityChanged()
-                if span == .flipsBack {
-                    channel.isWritable = true
-                    context.fireChannelWritabilityChanged()
-                }
-            }
             promise?.succeed()
         }
 
@@ -649,22 +633,10 @@ private final class FastPathChannel: Sendable {
         }
     }
 
-    /// Stands where Hummingbird's responder does: records the writability each change it hears of left.
-    final class WritabilityWatcher: ChannelInboundHandler, @unchecked Sendable {
-        // @unchecked: touched on the channel's event loop only.
-        typealias InboundIn = HTTPRequestPart
-        var heard: [Bool] = []
-
-        func channelWritabilityChanged(context: ChannelHandlerContext) {
-            heard.append(context.channel.isWritable)
-            context.fireChannelWritabilityChanged()
-        }
-    }
-
     init(_ gateway: Gateway) async throws {
-        let (recorder, watcher) = (self.recorder, self.watcher)
+        let recorder = self.recorder
         channel = try await NIOAsyncTestingChannel { channel in
-            try channel.pipeline.syncOperations.addHandlers([recorder, GatewayFastPath(gateway: gateway, logger: Logger(label: "test")), watcher])
+            try channel.pipeline.syncOperations.addHandlers([recorder, GatewayFastPath(gateway: gateway, logger: Logger(label: "test"))])
         }
     }
 
@@ -933,24 +905,6 @@ func getsFromTheStoreAreAnsweredOnTheConnection() async throws {
     #expect(try await fast.channel.finish().isClean)
 }
 
-/// A store on disk that sends 64 KiB spans, holding a 40 KiB photo at tollgate/docs/photo.bin;
-/// the fast path in front of it, and a presigned GET of the photo.
-private struct PhotoOnDisk {
-    let fixture: Fixture
-    let store: LocalObjectStore
-    let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-    let fast: FastPathChannel
-    let target: String
-
-    init() async throws {
-        fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
-        store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024 }
-        try await put(store, "tollgate", "docs/photo.bin", photo)
-        fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
-        target = try presignS3(Unsigned(.get, "tollgate", "docs/photo.bin"), try fixture.writer())
-    }
-}
-
 extension Fixture {
     /// A token for alice in the writer role.
     func writer() throws -> IssuedCredentials {
@@ -961,9 +915,13 @@ extension Fixture {
 @Test("a GET of a file the store keeps open, whose pages are cached, is answered at once as a span of it, until a write replaces it",
       .timeLimit(.minutes(1)))
 func getsOfOpenFilesAreAnsweredAtOnce() async throws {
-    let disk = try await PhotoOnDisk()
-    defer { disk.fixture.remove() }
-    let (store, photo, fast, target) = (disk.store, disk.photo, disk.fast, disk.target)
+    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+    defer { fixture.remove() }
+    let store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024 }
+    let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    try await put(store, "tollgate", "docs/photo.bin", photo)
+    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
+    let target = try presignS3(Unsigned(.get, "tollgate", "docs/photo.bin"), try fixture.writer())
 
     // The first GET asks the store, which reads it (40 KiB: in one job) and keeps its file open.
     try await fast.send(.get, target)
@@ -993,49 +951,5 @@ func getsOfOpenFilesAreAnsweredAtOnce() async throws {
     _ = try #require(try await fast.answer(), "answered at once")
     #expect(try await fast.sentFiles() == [replaced])
     #expect(try await fast.handedOn().isEmpty)
-    #expect(try await fast.channel.finish().isClean)
-}
-
-@Test("a span that makes the connection unwritable and is sent whole before the answer is written changes nothing the responder hears; one the client does not read leaves it unwritable, and the responder hears that",
-      .timeLimit(.minutes(1)))
-func writabilityChangesWhileAnsweringReachTheResponderOnlyWhenTheyLast() async throws {
-    let disk = try await PhotoOnDisk()
-    defer { disk.fixture.remove() }
-    let (fast, target) = (disk.fast, disk.target)
-    func heard() async throws -> [Bool] {
-        try await fast.channel.testingEventLoop.executeInContext { defer { fast.watcher.heard.removeAll() }; return fast.watcher.heard }
-    }
-    func spanDoes(_ writability: FastPathChannel.Recorder.SpanWritability) async throws {
-        try await fast.channel.testingEventLoop.executeInContext { fast.recorder.span = writability }
-    }
-
-    // The first GET asks the store and keeps the file open; the next ones go as spans of it.
-    try await fast.send(.get, target)
-    _ = try await fast.nextAnswer()
-    try await spanDoes(.flipsBack)
-    for _ in 0..<3 {
-        try await fast.send(.get, target)
-        #expect(try #require(try await fast.answer(), "answered at once").0.status == .ok)
-    }
-    #expect(try await fast.sentFiles().count == 3)
-    #expect(try await heard() == [], "unwritable and writable again within one answer: nothing to hear")
-
-    // A client that does not read: the connection stays unwritable, and the responder hears it.
-    try await spanDoes(.staysUnwritable)
-    try await fast.send(.get, target)
-    #expect(try #require(try await fast.answer(), "answered at once").0.status == .ok)
-    #expect(try await heard() == [false])
-    // Later requests go to the responder, which waits for the client; when the client reads
-    // again, the change reaches the responder as it happens.
-    try await fast.send(.get, target)
-    guard case .head = try await fast.nextHandedOn() else { throw ChannelError.inappropriateOperationForState }
-    try await fast.channel.testingEventLoop.executeInContext {
-        fast.channel.isWritable = true
-        fast.channel.pipeline.fireChannelWritabilityChanged()
-    }
-    #expect(try await heard() == [true])
-    _ = try await fast.handedOn()
-    try await fast.respond()
-    _ = try await fast.answer()
     #expect(try await fast.channel.finish().isClean)
 }

@@ -55,8 +55,6 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var date: (second: Int64, text: String) = (.min, "")
     /// Runs the store's tasks on this connection's event loop.
     private var executor: EventLoopTaskExecutor?
-    /// An answer is being written here: writability changes are held back (see `write`).
-    private var writing = false
 
     init(gateway: Gateway, logger: Logger) {
         self.gateway = gateway
@@ -157,10 +155,6 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelInactive()
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if !writing { context.fireChannelWritabilityChanged() }
-    }
-
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) { handedOn -= 1 }
         context.write(data, promise: promise)
@@ -185,21 +179,7 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// The answer with what Hummingbird adds to every response: `Date`, `Server` and, when the
     /// answer has none, `Content-Length`. The answer is consumed, so its fields are appended to
     /// in place rather than copied first.
-    ///
-    /// A span longer than the connection's high water mark (64 KiB) makes it unwritable when it
-    /// is written and writable again when the flush sends it, before this returns: two
-    /// writability changes that would cross every handler after this one to Hummingbird's
-    /// writer, for nothing: 8,400 of a 1 MiB GET's 169,000 instructions
-    /// (bench/gateway_instructions.sh), about 4 µs of its CPU (`perf`). So they are held while the
-    /// answer is written, and the handlers after this one hear of a change only when the
-    /// connection is left otherwise than it was found (its client is not reading).
     private func write(_ answer: consuming Gateway.WholeAnswer, context: ChannelHandlerContext) {
-        let wasWritable = context.channel.isWritable
-        writing = true
-        defer {
-            writing = false
-            if context.channel.isWritable != wasWritable { context.fireChannelWritabilityChanged() }
-        }
         if !answer.rendered.headers.contains(.contentLength) {
             answer.rendered.headers.append(HTTPField(name: .contentLength, value: String(answer.rendered.body?.readableBytes ?? 0)))
         }
