@@ -453,17 +453,18 @@ public final class LocalObjectStore: ObjectStore {
 
     /// What `getObject` would read, at once, from the object cache: a small object's bytes, or
     /// a range of up to one segment of a file the cache keeps open, when its pages are in the
-    /// page cache (checked here: one cachestat call, which never waits on the disk).
-    public func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ObjectRead? {
+    /// page cache (checked here: one cachestat call, which never waits on the disk). A range of
+    /// a cached row longer than a segment and a chunk is `inPieces`, open file or not.
+    public func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ReadAtOnce? {
         // Taken apart at once: reading the tuple's parts one by one copies it whole each time.
         let (object, bytes, file, _) = objectCache.get(bucket: bucket, key: key)
         guard let info = object?.info else { return nil }
-        if let bytes { return try ObjectInMemory(info: info, bytes: bytes).read(range: range) }
-        guard let file else { return nil }
+        if let bytes { return .read(try ObjectInMemory(info: info, bytes: bytes).read(range: range)) }
         let served = try range?.resolve(size: info.size) ?? 0..<info.size
-        guard served.count <= configuration.sendSegmentSize, FileSegments.isCached(file, served) else { return nil }
-        return ObjectRead(info: info, range: served, isPartial: range != nil,
-                          body: Self.fileBody(file, range: served, firstCached: true, configuration: configuration, io: io))
+        if served.count > max(configuration.sendSegmentSize, configuration.readChunkSize) { return .inPieces }
+        guard let file, served.count <= configuration.sendSegmentSize, FileSegments.isCached(file, served) else { return nil }
+        return .read(ObjectRead(info: info, range: served, isPartial: range != nil,
+                                body: Self.fileBody(file, range: served, firstCached: true, configuration: configuration, io: io)))
     }
 
     public func deleteObject(bucket: String, key: String) async throws {

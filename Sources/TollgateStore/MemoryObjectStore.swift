@@ -237,9 +237,9 @@ public final class MemoryObjectStore: ObjectStore {
     }
 
     /// Every object: all of them are in memory.
-    public func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ObjectRead? {
+    public func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ReadAtOnce? {
         guard let object = state.withLock({ try? $0.object(bucket, key) }) else { return nil }
-        return try ObjectInMemory(info: object.info, bytes: object.bytes).read(range: range)
+        return .read(try ObjectInMemory(info: object.info, bytes: object.bytes).read(range: range))
     }
 
     public func infoInMemory(bucket: String, key: String) -> ObjectInfo? {

@@ -49,11 +49,13 @@ public protocol ObjectStore: Sendable {
     func headObject(bucket: String, key: String) async throws -> ObjectInfo
     /// What `getObject` would read, had at once, without waiting on anything: a small object the
     /// store keeps in memory, or (the local store) a range of a file it keeps open whose pages
-    /// are in the page cache. nil otherwise, and for a missing object (`getObject` then says
-    /// why); a store that keeps nothing at hand always answers nil. Throws only what `getObject`
-    /// would (a range the object does not have). The gateway answers such GETs on the
-    /// connection's event loop.
-    func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ObjectRead?
+    /// are in the page cache; or word that its body for `range` would come in more than one
+    /// piece (`ReadAtOnce.inPieces`). nil otherwise, and for a missing object (`getObject` then
+    /// says why); a store that keeps nothing at hand always answers nil. Throws only what
+    /// `getObject` would (a range the object does not have). The gateway answers such GETs on
+    /// the connection's event loop, and hands those in pieces on to its streaming responder
+    /// without asking `getObject` first.
+    func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ReadAtOnce?
     /// The object's row, when the store holds it in memory (a cached row, whatever the size of
     /// its object): what `headObject` would return, had at once. nil otherwise, and for a
     /// missing object. The gateway answers such HEADs on the connection's event loop.
@@ -309,6 +311,15 @@ public struct ObjectInMemory: Sendable {
         let slice = bytes.getSlice(at: bytes.readerIndex + Int(served.lowerBound), length: served.count) ?? ByteBuffer()
         return ObjectRead(info: info, range: served, isPartial: range != nil, body: ObjectBody(slice))
     }
+}
+
+/// What a store has at hand for a GET (`ObjectStore.readAtOnce`).
+public enum ReadAtOnce: Sendable {
+    /// What `getObject` would read.
+    case read(ObjectRead)
+    /// The store knows the object, and `getObject`'s body for the range would come in more than
+    /// one piece (more than one buffer, or one span of cached pages): a large body, to stream.
+    case inPieces
 }
 
 /// The result of `getObject`: metadata, the byte range served, and the open body.

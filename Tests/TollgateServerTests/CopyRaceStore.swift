@@ -35,7 +35,7 @@ struct CopyRaceStore: ObjectStore {
         try await base.getObject(bucket: bucket, key: key, range: range)
     }
     func headObject(bucket: String, key: String) async throws -> ObjectInfo { try await base.headObject(bucket: bucket, key: key) }
-    func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ObjectRead? { try base.readAtOnce(bucket: bucket, key: key, range: range) }
+    func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ReadAtOnce? { try base.readAtOnce(bucket: bucket, key: key, range: range) }
     func infoInMemory(bucket: String, key: String) -> ObjectInfo? { base.infoInMemory(bucket: bucket, key: key) }
     func deleteObject(bucket: String, key: String) async throws { try await base.deleteObject(bucket: bucket, key: key) }
     func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult] { try await base.deleteObjects(bucket: bucket, keys: keys) }

@@ -953,3 +953,39 @@ func getsOfOpenFilesAreAnsweredAtOnce() async throws {
     #expect(try await fast.handedOn().isEmpty)
     #expect(try await fast.channel.finish().isClean)
 }
+
+@Test("a GET of an object longer than one span is handed on to the responder at once, without asking the store, once the store has its row",
+      .timeLimit(.minutes(1)))
+func getsOfBodiesInPiecesAreHandedOnAtOnce() async throws {
+    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+    defer { fixture.remove() }
+    let store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024; $0.readChunkSize = 16 * 1024 }
+    let video = (0..<(192 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    try await put(store, "tollgate", "docs/video.bin", video)
+    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
+    let target = try presignS3(Unsigned(.get, "tollgate", "docs/video.bin"), try fixture.writer())
+
+    // The first GET asks the store (its row is not at hand yet), then goes on to the responder.
+    try await fast.send(.get, target)
+    #expect(try await fast.handedOn().isEmpty, "waits for the store's task")
+    guard case .head = try await fast.nextHandedOn() else { throw ChannelError.inappropriateOperationForState }
+    _ = try await fast.handedOn()
+    try await fast.respond()
+    _ = try await fast.answer()
+
+    // The next ones go on as they are received: no store task runs in between.
+    for _ in 0..<2 {
+        try await fast.send(.get, target)
+        let parts = try await fast.handedOn()
+        #expect(parts.count == 2, "head and end, handed on at once")
+        try await fast.respond()
+        _ = try await fast.answer()
+    }
+    // A range within one span is still answered here, as a span of the open file.
+    try await fast.send(.get, target, [.range: "bytes=100-199"])
+    let (ranged, _) = try #require(try await fast.answer(), "answered at once")
+    #expect(ranged.status == .partialContent)
+    #expect(try await fast.sentFiles() == [Array(video[100...199])])
+    #expect(try await fast.handedOn().isEmpty)
+    #expect(try await fast.channel.finish().isClean)
+}

@@ -153,10 +153,10 @@ import Testing
         // At once: the whole object, or a range, as a span of the open file. (Each read holds
         // the file open while it lives, as a body being sent does.)
         do {
-            let whole = try #require(try store.readAtOnce(bucket: "cache", key: "k", range: nil))
+            let whole = try #require(try store.readNow("cache", "k"))
             #expect(!whole.isPartial && whole.range == 0..<65536)
             #expect(try spanBytes(whole) == Array(content.utf8))
-            let ranged = try #require(try store.readAtOnce(bucket: "cache", key: "k", range: ByteRange.parse("bytes=16-25")))
+            let ranged = try #require(try store.readNow("cache", "k", range: ByteRange.parse("bytes=16-25")))
             #expect(ranged.isPartial && ranged.contentRange == "bytes 16-25/65536")
             #expect(try spanBytes(ranged) == Array("0123456789".utf8))
         }
@@ -179,12 +179,42 @@ import Testing
         #expect(deletedFilesOpen(under: box.data).isEmpty)
         #expect(try await store.content("cache", "k") == second)
         do {
-            let again = try #require(try store.readAtOnce(bucket: "cache", key: "k", range: nil))
+            let again = try #require(try store.readNow("cache", "k"))
             #expect(try spanBytes(again) == Array(second.utf8))
         }
         try await store.deleteObject(bucket: "cache", key: "k")
         #expect(try store.readAtOnce(bucket: "cache", key: "k", range: nil) == nil)
         #expect(store.objectCache.openFiles == 0 && deletedFilesOpen(under: box.data).isEmpty)
+    }
+
+    /// A body longer than a segment and a chunk comes in pieces: once the row is cached,
+    /// `readAtOnce` says so at once, for the whole object or such a range, open file or not; a
+    /// shorter range of it is still read at once from the open file.
+    @Test func bodiesLongerThanOnePieceAreKnownToComeInPieces() async throws {
+        let box = try Sandbox()
+        let store = try box.open(readChunkSize: 16 * 1024, sendSegmentSize: 64 * 1024)
+        try await store.createBucket("cache")
+        let content = String(repeating: "0123456789abcdef", count: 12 * 1024)  // 192 KiB
+        try await store.put("cache", "big", content)
+        #expect(try store.readAtOnce(bucket: "cache", key: "big", range: nil) == nil, "row not read yet")
+        #expect(try await store.content("cache", "big") == content)
+        func inPieces(_ range: String?) throws -> Bool {
+            guard case .inPieces? = try store.readAtOnce(bucket: "cache", key: "big", range: range.flatMap(ByteRange.parse)) else { return false }
+            return true
+        }
+        #expect(try inPieces(nil))
+        #expect(try inPieces("bytes=0-65536"), "one byte more than a segment")
+        #expect(try !inPieces("bytes=0-65535"))
+        let short = try #require(try store.readNow("cache", "big", range: ByteRange.parse("bytes=16-25")))
+        #expect(try spanBytes(short) == Array("0123456789".utf8))
+        #expect(throws: StoreError.invalidRange(size: 196608)) { try store.readAtOnce(bucket: "cache", key: "big", range: ByteRange.parse("bytes=200000-")) }
+
+        // The open file closed by a write: the new row is known in pieces once it is read.
+        try await store.put("cache", "big", String(content.reversed()))
+        #expect(store.objectCache.openFiles == 0)
+        #expect(try store.readAtOnce(bucket: "cache", key: "big", range: nil) == nil)
+        _ = try await store.headObject(bucket: "cache", key: "big")
+        #expect(try inPieces(nil))
     }
 
     /// At most an eighth of the descriptors the process may open, and never more than 256.

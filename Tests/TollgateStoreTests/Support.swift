@@ -126,6 +126,12 @@ extension LocalObjectStore {
         try await putObject(bucket: bucket, key: key, body: Chunks(content), metadata: metadata, options: options)
     }
 
+    /// What `readAtOnce` reads, when it has the read at hand (not in pieces).
+    func readNow(_ bucket: String, _ key: String, range: ByteRange? = nil) throws -> ObjectRead? {
+        guard case .read(let read)? = try readAtOnce(bucket: bucket, key: key, range: range) else { return nil }
+        return read
+    }
+
     func content(_ bucket: String, _ key: String) async throws -> String {
         try await string(getObject(bucket: bucket, key: key, range: nil).body)
     }

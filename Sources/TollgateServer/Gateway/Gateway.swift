@@ -163,7 +163,8 @@ struct Gateway: HTTPResponder, Sendable {
         case now(WholeAnswer)
         /// Admitted; the store has to be asked (`answerFromStore`).
         case fromStore(Call, Attempt)
-        /// Admitted, but not a GET or HEAD of an object: Hummingbird hands it to `respond`.
+        /// Admitted, but not a GET or HEAD of an object, or a GET of a body that the store sends
+        /// in pieces (`ReadAtOnce.inPieces`): Hummingbird hands it to `respond`, which streams it.
         case handOn
     }
 
@@ -187,9 +188,15 @@ struct Gateway: HTTPResponder, Sendable {
             var answer: WholeAnswer
             switch call.route {
             case .getObject(let bucket, let key):
-                guard let read = try store.readAtOnce(bucket: bucket, key: key, range: Self.range(call)),
-                      let whole = try wholeAnswer(call, read: read) else { return .fromStore(call, attempt) }
-                answer = whole
+                switch try store.readAtOnce(bucket: bucket, key: key, range: Self.range(call)) {
+                case .read(let read)?:
+                    guard let whole = try wholeAnswer(call, read: read) else { return .fromStore(call, attempt) }
+                    answer = whole
+                case .inPieces?:
+                    return .handOn
+                case nil:
+                    return .fromStore(call, attempt)
+                }
             case .headObject(let bucket, let key):
                 guard let info = store.infoInMemory(bucket: bucket, key: key) else { return .fromStore(call, attempt) }
                 answer = WholeAnswer(rendered: try headAnswer(call, info: info))
@@ -206,8 +213,9 @@ struct Gateway: HTTPResponder, Sendable {
     /// The answer to an admitted GET or HEAD (`FastAnswer.fromStore`) from the store, as
     /// `handle` renders it, when it can be sent whole at once (`wholeAnswer`); a HEAD, a
     /// refusal. Nil for a body still to be read from the disk or longer than one span:
-    /// Hummingbird's responder then sends it, admitting the request again (a few µs beside such
-    /// a transfer).
+    /// Hummingbird's responder then sends it, admitting the request again. (Once the store has
+    /// the object's row at hand, a body longer than one span is handed on before the store is
+    /// asked: `ReadAtOnce.inPieces`.)
     func answerFromStore(_ call: Call, _ attempt: Attempt, context: Context) async -> WholeAnswer? {
         do {
             var answer: WholeAnswer
