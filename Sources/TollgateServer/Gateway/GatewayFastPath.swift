@@ -15,7 +15,9 @@ import TollgateStore
 /// Any other object is asked of the store in a task on the event loop (`answerFromStore`); its
 /// answer is written here when it can be sent whole at once (a body in memory, or one span of
 /// cached file pages, sent with sendfile), and otherwise the request goes on to Hummingbird's
-/// responder, which admits it again and streams the body. Every other request goes on unchanged.
+/// responder, which admits it again and streams the body. A GET whose body the store already
+/// knows to come in pieces (`ReadAtOnce.inPieces`) goes on to the responder at once, without the
+/// store's task. Every other request goes on unchanged.
 ///
 /// Hummingbird hands each request to a task through an async stream and writes its response
 /// through another, which costs a small GET about a third of its CPU time, and a 1 MiB GET of
