@@ -905,6 +905,16 @@ func getsFromTheStoreAreAnsweredOnTheConnection() async throws {
     #expect(try await fast.channel.finish().isClean)
 }
 
+/// A store on disk in `fixture`, configured by `configure`, holding `bytes` at tollgate/`key`;
+/// the fast path in front of it, sending files; and alice's presigned GET of the object.
+private func fastPathOnDisk(_ fixture: Fixture, _ key: String, _ bytes: [UInt8],
+                            _ configure: (inout LocalObjectStore.Configuration) -> Void) async throws -> (LocalObjectStore, FastPathChannel, String) {
+    let store = try await makeLocalGatewayStore(fixture, configure)
+    try await put(store, "tollgate", key, bytes)
+    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
+    return (store, fast, try presignS3(Unsigned(.get, "tollgate", key), try fixture.writer()))
+}
+
 extension Fixture {
     /// A token for alice in the writer role.
     func writer() throws -> IssuedCredentials {
@@ -917,11 +927,8 @@ extension Fixture {
 func getsOfOpenFilesAreAnsweredAtOnce() async throws {
     let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
     defer { fixture.remove() }
-    let store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024 }
     let photo = (0..<(40 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-    try await put(store, "tollgate", "docs/photo.bin", photo)
-    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
-    let target = try presignS3(Unsigned(.get, "tollgate", "docs/photo.bin"), try fixture.writer())
+    let (store, fast, target) = try await fastPathOnDisk(fixture, "docs/photo.bin", photo) { $0.sendSegmentSize = 64 * 1024 }
 
     // The first GET asks the store, which reads it (40 KiB: in one job) and keeps its file open.
     try await fast.send(.get, target)
@@ -959,11 +966,11 @@ func getsOfOpenFilesAreAnsweredAtOnce() async throws {
 func getsOfBodiesInPiecesAreHandedOnAtOnce() async throws {
     let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
     defer { fixture.remove() }
-    let store = try await makeLocalGatewayStore(fixture) { $0.sendSegmentSize = 64 * 1024; $0.readChunkSize = 16 * 1024 }
     let video = (0..<(192 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-    try await put(store, "tollgate", "docs/video.bin", video)
-    let fast = try await FastPathChannel(makeGateway(state: fixture.state, store: store, sendsFiles: true))
-    let target = try presignS3(Unsigned(.get, "tollgate", "docs/video.bin"), try fixture.writer())
+    let (_, fast, target) = try await fastPathOnDisk(fixture, "docs/video.bin", video) {
+        $0.sendSegmentSize = 64 * 1024
+        $0.readChunkSize = 16 * 1024
+    }
 
     // The first GET asks the store (its row is not at hand yet), then goes on to the responder.
     try await fast.send(.get, target)
