@@ -135,11 +135,7 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         case .end(let trailers):
             bodyless = false
             if chunked {
-                var buffer = context.channel.allocator.buffer(capacity: 8)
-                buffer.writeStaticString("0\r\n")
-                if let trailers { Self.write(trailers, to: &buffer) }
-                buffer.writeStaticString("\r\n")
-                context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: promise)
+                context.write(wrapOutboundOut(.byteBuffer(Self.lastChunk(trailers, allocator: context.channel.allocator))), promise: promise)
             } else if let promise {
                 // Nothing to write, but the promise completes in order with the writes before it.
                 context.write(wrapOutboundOut(.byteBuffer(context.channel.allocator.buffer(capacity: 0))), promise: promise)
@@ -212,52 +208,50 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         let addsChunked = mayHaveBody && !fields.contains(.contentLength)
         chunked = addsChunked && !bodyless
 
-        // Room for a typical head; the buffer grows for a larger one.
-        var buffer = allocator.buffer(capacity: 512)
-        buffer.writeStaticString("HTTP/1.1 ")
-        if status.code >= 100 {  // HTTP types' codes go up to 999
-            buffer.writeMultipleIntegers(UInt8(ascii: "0") + UInt8(status.code / 100), UInt8(ascii: "0") + UInt8(status.code / 10 % 10),
-                                         UInt8(ascii: "0") + UInt8(status.code % 10))
-        } else {
-            buffer.writeString(String(status.code))
+        let reason = status.reasonPhrase
+        // One copy into a buffer of the head's length, counted first: each separate write to a
+        // `ByteBuffer` costs more than the bytes it copies.
+        var length = "HTTP/1.1 000 \r\n\r\n".utf8.count + reason.utf8.count + (addsChunked ? Self.chunkedField.utf8CodeUnitCount : 0)
+        for field in fields { length += HeadWriter.length(of: field) }
+        var buffer = allocator.buffer(capacity: length)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { out in
+            var head = HeadWriter(out)
+            head.append(static: "HTTP/1.1 ")
+            if (100..<1000).contains(status.code) {
+                head.append(UInt8(ascii: "0") + UInt8(status.code / 100))
+                head.append(UInt8(ascii: "0") + UInt8(status.code / 10 % 10))
+                head.append(UInt8(ascii: "0") + UInt8(status.code % 10))
+            } else {
+                head.append(String(status.code))  // HTTP types' codes go down to 0
+            }
+            head.append(UInt8(ascii: " "))
+            head.append(reason)
+            head.append(static: "\r\n")
+            for field in fields where !(field.name.is(.transferEncoding) || dropsLength && field.name.is(.contentLength)) {
+                head.append(field)
+            }
+            if addsChunked { head.append(static: Self.chunkedField) }
+            head.append(static: "\r\n")
+            return head.count
         }
-        buffer.writeInteger(UInt8(ascii: " "))
-        buffer.writeString(status.reasonPhrase)
-        buffer.writeStaticString("\r\n")
-        for field in fields where field.name != .transferEncoding && !(dropsLength && field.name == .contentLength) {
-            Self.write(field.name.rawName, field.value, to: &buffer)
-        }
-        if addsChunked { buffer.writeStaticString("transfer-encoding: chunked\r\n") }
-        buffer.writeStaticString("\r\n")
         return buffer
     }
 
-    private static func write(_ fields: HTTPFields, to buffer: inout ByteBuffer) {
-        for field in fields { write(field.name.rawName, field.value, to: &buffer) }
-    }
+    private static let chunkedField: StaticString = "transfer-encoding: chunked\r\n"
 
-    /// `name: value` and a line end, in one copy (UTF-8 strings, as every native string is, are
-    /// read in place).
-    private static func write(_ name: String, _ value: String, to buffer: inout ByteBuffer) {
-        let written: Void?? = name.utf8.withContiguousStorageIfAvailable { name in
-            value.utf8.withContiguousStorageIfAvailable { value in
-                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: name.count + value.count + 4) { out in
-                    out.copyMemory(from: UnsafeRawBufferPointer(name))
-                    out[name.count] = UInt8(ascii: ":")
-                    out[name.count + 1] = UInt8(ascii: " ")
-                    UnsafeMutableRawBufferPointer(rebasing: out[(name.count + 2)...]).copyMemory(from: UnsafeRawBufferPointer(value))
-                    out[name.count + 2 + value.count] = UInt8(ascii: "\r")
-                    out[name.count + 3 + value.count] = UInt8(ascii: "\n")
-                    return name.count + value.count + 4
-                }
-            }
+    /// The last chunk and the trailers, in one copy.
+    private static func lastChunk(_ trailers: HTTPFields?, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var length = "0\r\n\r\n".utf8.count
+        for field in trailers ?? [:] { length += HeadWriter.length(of: field) }
+        var buffer = allocator.buffer(capacity: length)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { out in
+            var last = HeadWriter(out)
+            last.append(static: "0\r\n")
+            for field in trailers ?? [:] { last.append(field) }
+            last.append(static: "\r\n")
+            return last.count
         }
-        if case .some(.some) = written { return }
-        // A string not stored contiguously: piece by piece.
-        buffer.writeString(name)
-        buffer.writeStaticString(": ")
-        buffer.writeString(value)
-        buffer.writeStaticString("\r\n")
+        return buffer
     }
 
     /// The request NIO's codec makes of `head` (scheme `http`, as Hummingbird sets it up, TLS or
@@ -269,5 +263,56 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         // A target that starts with "/" has no scheme, so NIO's parse gives it back unchanged.
         return HTTPRequest(method: try HTTPRequest.Method(head.method), scheme: "http", authority: head.headers.first(name: "Host"),
                            path: head.uri, headerFields: HTTPFields(head.headers, splitCookie: false))
+    }
+}
+
+/// Writes a response head (or trailers) into memory counted for it beforehand
+/// (`length(of:)` for each field).
+private struct HeadWriter {
+    private let out: UnsafeMutableRawBufferPointer
+    private(set) var count = 0
+
+    init(_ out: UnsafeMutableRawBufferPointer) { self.out = out }
+
+    /// The bytes `append(field)` writes: `name: value` and a line end.
+    static func length(of field: HTTPField) -> Int { field.name.rawName.utf8.count + field.value.utf8.count + 4 }
+
+    mutating func append(_ byte: UInt8) {
+        precondition(count < out.count, "a response head longer than counted")
+        out[count] = byte
+        count += 1
+    }
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count <= out.count - count, "a response head longer than counted")
+        guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
+        (out.baseAddress! + count).copyMemory(from: source, byteCount: bytes.count)
+        count += bytes.count
+    }
+
+    mutating func append(static text: StaticString) {
+        append(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    mutating func append(_ text: String) {
+        // Native strings, as every field's are, are read in place.
+        if text.utf8.withContiguousStorageIfAvailable({ append(UnsafeRawBufferPointer($0)) }) == nil {
+            for byte in text.utf8 { append(byte) }
+        }
+    }
+
+    mutating func append(_ field: HTTPField) {
+        append(field.name.rawName)
+        append(static: ": ")
+        append(field.value)
+        append(static: "\r\n")
+    }
+}
+
+extension HTTPField.Name {
+    /// Whether this is `name`: the lengths first, as almost every field differs in length from
+    /// the one looked for (`==` compares the canonical names as strings).
+    func `is`(_ name: HTTPField.Name) -> Bool {
+        canonicalName.utf8.count == name.canonicalName.utf8.count && self == name
     }
 }

@@ -75,6 +75,10 @@ private let exchanges: [Exchange] = [
     Exchange(name: "status lines, named and not", requests: String(repeating: "GET / HTTP/1.1\r\nHost: h\r\n\r\n", count: 3),
              responses: [response(413, [("Content-Length", "0")]), .end(nil), response(499, reason: "Client Closed", [("Content-Length", "0")]), .end(nil),
                          response(99, reason: "Odd", [("Content-Length", "0")]), .end(nil)]),
+    Exchange(name: "a long head, empty values, many trailers", requests: "GET /b/k HTTP/1.1\r\nHost: h\r\n\r\n",
+             responses: [response(200, [("x-amz-meta-long", String(repeating: "v", count: 3000)), ("x-amz-meta-empty", ""), ("ETag", "\"e\"")]),
+                         body("x"), .end([HTTPField.Name("x-amz-checksum-crc32")!: "AAAAAA==", HTTPField.Name("x-empty")!: "",
+                                          HTTPField.Name("x-long")!: String(repeating: "t", count: 700)])]),
     Exchange(name: "HTTP/1.0 request", requests: "GET /x HTTP/1.0\r\n\r\n",
              responses: [response(200, [("Content-Length", "1"), ("Connection", "close")]), body("y"), .end(nil)]),
 ]
