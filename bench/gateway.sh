@@ -25,7 +25,8 @@
 # CONNECTIONS writers, nothing else) and reports PUT against it too: no PUT that fsyncs can beat it.
 # Each run also reports the server's CPU time per request (user + system of the gateway process,
 # or of nginx's workers, from /proc), which drifts far less than throughput on a shared machine:
-# compare two builds with it.
+# compare two builds with it. The summary also gives its system part: the kernel's work for the
+# server (sendfile, TCP, and the loopback delivery to wrk that runs inside the server's sends).
 #   BASELINE_BIN=path/to/older/tollgate bash bench/gateway.sh …    compares two builds in one run:
 # each round then also runs every workload against the baseline build (the server is restarted
 # on the same data and port, and warmed up, before each build's turn; the builds take turns
@@ -104,30 +105,31 @@ esac
 # How many page-cache folios sendfile walks for one 1 MiB object (bench/folios.py; root only).
 echo "page-cache folios of a 1 MiB object: gateway $(python3 bench/folios.py "$(find "$WORK/data" -type f -size 1048576c | head -1)" | awk '{print $2}'), nginx $(python3 bench/folios.py "$WORK/nginx-root/bench/get-1m/obj-0000" | awk '{print $2}')" >&2
 
-# CPU time (user + system, clock ticks) of the server's processes: the gateway, nginx's workers,
-# or bench/NIOFloor.
-cpu_ticks() { # gateway|nginx|nio
+# CPU time (clock ticks) of the server's processes: the gateway, nginx's workers, or
+# bench/NIOFloor; user + system, or system alone with `system`.
+cpu_ticks() { # gateway|nginx|nio [system]
   local pids=$PID
   [ "$1" = nginx ] && pids=$(pgrep -P "$(cat "$WORK/nginx.pid")")
   [ "$1" = nio ] && pids=$FPID
+  local fields='$14 + $15'; [ "${2:-}" = system ] && fields='$15'
   local total=0
-  for p in $pids; do total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  for p in $pids; do total=$((total + $(awk "{print $fields}" "/proc/$p/stat"))); done
   echo $total
 }
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
-run() { # gateway|nginx|nio targets-file [PUT bytes] -> "objects/s p99 server-cpu-µs-per-request"
+run() { # gateway|nginx|nio targets-file [PUT bytes] -> "objects/s p99 server-cpu-µs-per-request system-µs"
   local server=$1; shift
   local base=$NG; [ "$server" = gateway ] && base=$GW; [ "$server" = nio ] && base="http://127.0.0.1:$FPORT"
-  local before; before=$(cpu_ticks "$server")
+  local before system; before=$(cpu_ticks "$server"); system=$(cpu_ticks "$server" system)
   wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s bench/gateway.lua "$base" -- "$@" > "$WORK/wrk.txt"
-  local ticks=$(( $(cpu_ticks "$server") - before ))
+  local ticks=$(( $(cpu_ticks "$server") - before )); system=$(( $(cpu_ticks "$server" system) - system ))
   local refused="Non-2xx\\|"; [ "$server-$(basename "$1")" = gateway-floor-4k.txt ] && refused=""
   if grep -q "${refused}Socket errors" "$WORK/wrk.txt"; then
     echo "errors for $base $*:" >&2; cat "$WORK/wrk.txt" >&2; exit 1
   fi
   local requests; requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
-  echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt") $((ticks * TICK_US / requests))"
+  echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt") $((ticks * TICK_US / requests)) $((system * TICK_US / requests))"
 }
 
 GW="http://127.0.0.1:$GPORT"; NG="http://127.0.0.1:$NPORT"
@@ -151,33 +153,35 @@ for round in $(seq "$ROUNDS"); do
     for server in $servers; do
       args=("$WORK/$workload.txt"); [ $workload = put-1m ] && args+=(PUT 1048576)
       case $server in baseline) use "$BASELINE_BIN" ;; gateway) use "$BIN" ;; esac
-      read -r rps p99 cpu < <(run "${server/baseline/gateway}" "${args[@]}")
-      echo "$round $workload $server $rps $p99 $cpu" | tee -a "$WORK/results.txt" >&2
+      read -r rps p99 cpu system < <(run "${server/baseline/gateway}" "${args[@]}")
+      echo "$round $workload $server $rps $p99 $cpu $system" | tee -a "$WORK/results.txt" >&2
     done
   done
   case " ${WORKLOADS:-put-1m} " in *" put-1m "*) ;; *) continue ;; esac
   rm -rf "$WORK/disk"
-  echo "$round put-1m disk $(python3 bench/disk_ceiling.py "$WORK/disk" "$DURATION" "$CONNECTIONS") - -" | tee -a "$WORK/results.txt" >&2
+  echo "$round put-1m disk $(python3 bench/disk_ceiling.py "$WORK/disk" "$DURATION" "$CONNECTIONS") - - -" | tee -a "$WORK/results.txt" >&2
   rm -rf "$WORK/disk"
 done
 echo
 python3 - "$WORK/results.txt" "$CONNECTIONS" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
-rps, cpu = {}, {}
-for round_, workload, server, value, p99, micros in rows:
+rps, cpu, system = {}, {}, {}
+for round_, workload, server, value, p99, micros, kernel in rows:
     rps.setdefault((workload, server), []).append(float(value))
     if micros != "-": cpu.setdefault((workload, server), []).append(float(micros))
+    if kernel != "-": system.setdefault((workload, server), []).append(float(kernel))
 sizes = {"get-1m": 1.0, "get-4k": 1 / 256, "put-1m": 1.0, "floor-4k": 1 / 256, "nio-4k": 1 / 256}
 # The server measured against nginx in each workload: the gateway, but bench/NIOFloor in nio-4k.
 measured = lambda workload: "nio" if workload == "nio-4k" else "gateway"
-print(f"{'workload':<12} {'server':<8} {'objects/s':>12} {'MiB/s':>10} {'server CPU µs/request':>22}   (medians over rounds)")
+print(f"{'workload':<12} {'server':<8} {'objects/s':>12} {'MiB/s':>10} {'server CPU µs/request':>22} {'of it system':>13}   (medians over rounds)")
 for workload in ("get-1m", "get-4k", "put-1m", "floor-4k", "nio-4k"):
     if (workload, measured(workload)) not in rps: continue
     for server in ("nginx", "baseline", "gateway", "nio"):
         if (workload, server) not in rps: continue
         median = statistics.median(rps[(workload, server)])
-        print(f"{workload:<12} {server:<8} {median:>12.0f} {median * sizes[workload]:>10.1f} {statistics.median(cpu[(workload, server)]):>22.0f}")
+        print(f"{workload:<12} {server:<8} {median:>12.0f} {median * sizes[workload]:>10.1f} {statistics.median(cpu[(workload, server)]):>22.0f}"
+              f" {statistics.median(system[(workload, server)]):>13.0f}")
 print(f"\nconcurrency {sys.argv[2]}")
 goals = {"get-1m": ("GET 1 MiB", 0.9), "get-4k": ("GET 4 KiB", 0.7), "put-1m": ("PUT 1 MiB", 0.6), "floor-4k": ("floor 4 KiB", None),
          "nio-4k": ("NIO 4 KiB", None)}
