@@ -18,10 +18,11 @@ import Glibc
 ///   target through Foundation's URL parser to find an absolute form, which cost a presigned
 ///   4 KiB GET about 11,500 of its 201,500 instructions (bench/gateway_instructions.sh). Any
 ///   other target (absolute form, `*`) goes through NIO's own conversion.
-/// - Responses are encoded here, straight from HTTP types: NIO's pair converted each response
-///   head to NIO's header list and then wrote it a string at a time, one more handler down the
-///   pipeline. Encoding here took a presigned 4 KiB GET from 185,000 to 173,500 instructions
-///   (bench/gateway_instructions.sh). The framing rules are NIO's: no body for a response to
+/// - Responses are encoded here, straight from HTTP types, each head in one copy into a buffer
+///   of its counted length: NIO's pair converted each response head to NIO's header list and
+///   then wrote it a string at a time, one more handler down the pipeline. Encoding here took a
+///   presigned 4 KiB GET from 185,000 to 173,500 instructions (bench/gateway_instructions.sh);
+///   the one copy, from 147,600 to 146,800. The framing rules are NIO's: no body for a response to
 ///   HEAD or CONNECT, nor for 1xx, 204 and 304; `Content-Length` when the response has one,
 ///   otherwise `Transfer-Encoding: chunked`. Responses are always HTTP/1.1, as NIO's conversion
 ///   made them. Because the encoder must know which request each response answers (HEAD), this
@@ -213,9 +214,7 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         // `ByteBuffer` costs more than the bytes it copies.
         var length = "HTTP/1.1 000 \r\n\r\n".utf8.count + reason.utf8.count + (addsChunked ? Self.chunkedField.utf8CodeUnitCount : 0)
         for field in fields { length += HeadWriter.length(of: field) }
-        var buffer = allocator.buffer(capacity: length)
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { out in
-            var head = HeadWriter(out)
+        return HeadWriter.buffer(length: length, allocator: allocator) { head in
             head.append(static: "HTTP/1.1 ")
             if (100..<1000).contains(status.code) {
                 head.append(UInt8(ascii: "0") + UInt8(status.code / 100))
@@ -232,9 +231,7 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
             }
             if addsChunked { head.append(static: Self.chunkedField) }
             head.append(static: "\r\n")
-            return head.count
         }
-        return buffer
     }
 
     private static let chunkedField: StaticString = "transfer-encoding: chunked\r\n"
@@ -243,15 +240,11 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
     private static func lastChunk(_ trailers: HTTPFields?, allocator: ByteBufferAllocator) -> ByteBuffer {
         var length = "0\r\n\r\n".utf8.count
         for field in trailers ?? [:] { length += HeadWriter.length(of: field) }
-        var buffer = allocator.buffer(capacity: length)
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { out in
-            var last = HeadWriter(out)
+        return HeadWriter.buffer(length: length, allocator: allocator) { last in
             last.append(static: "0\r\n")
             for field in trailers ?? [:] { last.append(field) }
             last.append(static: "\r\n")
-            return last.count
         }
-        return buffer
     }
 
     /// The request NIO's codec makes of `head` (scheme `http`, as Hummingbird sets it up, TLS or
@@ -272,7 +265,18 @@ private struct HeadWriter {
     private let out: UnsafeMutableRawBufferPointer
     private(set) var count = 0
 
-    init(_ out: UnsafeMutableRawBufferPointer) { self.out = out }
+    private init(_ out: UnsafeMutableRawBufferPointer) { self.out = out }
+
+    /// A buffer of `length` bytes, written by `fill` in one copy.
+    static func buffer(length: Int, allocator: ByteBufferAllocator, _ fill: (inout HeadWriter) -> Void) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: length)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { out in
+            var writer = HeadWriter(out)
+            fill(&writer)
+            return writer.count
+        }
+        return buffer
+    }
 
     /// The bytes `append(field)` writes: `name: value` and a line end.
     static func length(of field: HTTPField) -> Int { field.name.rawName.utf8.count + field.value.utf8.count + 4 }
@@ -309,7 +313,7 @@ private struct HeadWriter {
     }
 }
 
-extension HTTPField.Name {
+fileprivate extension HTTPField.Name {
     /// Whether this is `name`: the lengths first, as almost every field differs in length from
     /// the one looked for (`==` compares the canonical names as strings).
     func `is`(_ name: HTTPField.Name) -> Bool {
