@@ -164,17 +164,27 @@ public final class HMACKey: Sendable {
     }
 
     public func authenticate(_ data: UnsafeRawBufferPointer) throws(CryptoError) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: algorithm.outputSize)
+        let length: Result<Int, CryptoError> = output.withUnsafeMutableBytes { output in
+            Result { () throws(CryptoError) in try authenticate(data, into: output) }
+        }
+        let written = try length.get()
+        return written == output.count ? output : Array(output.prefix(written))
+    }
+
+    /// The MAC of `data` written to the start of `output` (at least `algorithm.outputSize`
+    /// bytes), without an array: for a verifier that only compares it. Returns its length.
+    public func authenticate(_ data: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws(CryptoError) -> Int {
+        precondition(output.count >= algorithm.outputSize, "a MAC buffer shorter than the MAC")
         let context: MACContext
         if let pooled = idle.withLock({ $0.popLast() }) { context = pooled } else { context = try makeContext() }
-        var output = [UInt8](repeating: 0, count: algorithm.outputSize)
         var length = 0
         let computed = EVP_MAC_update(context.pointer, data.baseAddress?.assumingMemoryBound(to: UInt8.self), data.count) == 1
-            && EVP_MAC_final(context.pointer, &output, &length, output.count) == 1
-        let error = computed ? nil : CryptoError("HMAC")
+            && EVP_MAC_final(context.pointer, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length, output.count) == 1
         // Back to the keyed state for the next message; a context that fails to reset is dropped.
         if EVP_MAC_init(context.pointer, nil, 0, nil) != 1 || !keep(context) { EVP_MAC_CTX_free(context.pointer) }
-        if let error { throw error }
-        return length == output.count ? output : Array(output.prefix(length))
+        guard computed else { throw CryptoError("HMAC") }
+        return length
     }
 
     /// Returns a reset context to the pool; false when the pool is full.
@@ -210,21 +220,32 @@ struct MACContext: @unchecked Sendable {
 /// One-shot hashing, HMAC, randomness and constant-time comparison, all from libcrypto.
 public enum Crypto {
     public static func digest<Bytes: Sequence<UInt8>>(_ algorithm: DigestAlgorithm, _ data: Bytes) throws(CryptoError) -> [UInt8] {
-        // Bytes in one piece (as every signature's canonical request is): one call, no context kept.
-        let algorithms = try Algorithms.get()
+        // Bytes in one piece: one call, no context kept.
         let oneShot = data.withContiguousStorageIfAvailable { bytes -> Result<[UInt8], CryptoError> in
-            var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-            var length: UInt32 = 0
-            guard EVP_Digest(bytes.baseAddress, bytes.count, &output, &length, algorithms.md(algorithm), nil) == 1 else {
-                return .failure(CryptoError("EVP_Digest"))
+            var output = [UInt8](repeating: 0, count: algorithm.outputSize)
+            let written: Result<Int, CryptoError> = output.withUnsafeMutableBytes { output in
+                Result { () throws(CryptoError) in try Crypto.digest(algorithm, UnsafeRawBufferPointer(bytes), into: output) }
             }
-            output.removeLast(output.count - Int(length))
-            return .success(output)
+            return written.map { _ in output }
         }
         if let oneShot { return try oneShot.get() }
         let digest = try StreamingDigest(algorithm)
         try digest.update(data)
         return try digest.finalize()
+    }
+
+    /// The digest of `data` written to the start of `output` (at least `algorithm.outputSize`
+    /// bytes), without an array: for a signature's canonical request, hashed once and
+    /// hex-encoded at once. Returns its length.
+    public static func digest(_ algorithm: DigestAlgorithm, _ data: UnsafeRawBufferPointer,
+                              into output: UnsafeMutableRawBufferPointer) throws(CryptoError) -> Int {
+        precondition(output.count >= algorithm.outputSize, "a digest buffer shorter than the digest")
+        let algorithms = try Algorithms.get()
+        var length: UInt32 = 0
+        guard EVP_Digest(data.baseAddress, data.count, output.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
+                         algorithms.md(algorithm), nil) == 1
+        else { throw CryptoError("EVP_Digest") }
+        return Int(length)
     }
 
     public static func sha256<Bytes: Sequence<UInt8>>(_ data: Bytes) throws(CryptoError) -> [UInt8] {
@@ -277,11 +298,13 @@ public enum Crypto {
 
     /// Compares two byte strings in time that depends only on their lengths.
     public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBytes { a in b.withUnsafeBytes { b in constantTimeEqual(a, b) } }
+    }
+
+    public static func constantTimeEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
         guard a.count == b.count else { return false }
         if a.isEmpty { return true }
-        return a.withUnsafeBytes { pa in
-            b.withUnsafeBytes { pb in CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, a.count) == 0 }
-        }
+        return CRYPTO_memcmp(a.baseAddress, b.baseAddress, a.count) == 0
     }
 
     public static func constantTimeEqual(_ a: String, _ b: String) -> Bool {

@@ -19,7 +19,7 @@ public enum Hex {
     }
 
     /// Writes two digits a byte, in place, into room made once.
-    private static func append(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+    public static func append(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
         let start = out.count
         out.append(contentsOf: repeatElement(0, count: bytes.count * 2))
         out.withUnsafeMutableBufferPointer { out in
@@ -41,16 +41,21 @@ public enum Hex {
         guard utf8.count % 2 == 0 else { return nil }
         var valid = true
         let out = [UInt8](unsafeUninitializedCapacity: utf8.count / 2) { out, written in
-            for index in 0..<(utf8.count / 2) {
-                guard let high = value(utf8[2 * index]), let low = value(utf8[2 * index + 1]) else {
-                    valid = false
-                    break
-                }
-                out[index] = high << 4 | low
-                written = index + 1
-            }
+            valid = decode(utf8, into: out)
+            written = valid ? out.count : 0
         }
         return valid ? out : nil
+    }
+
+    /// Decodes lower- or upper-case hex into `out`, which holds exactly half as many bytes as
+    /// `utf8`; false for a non-hex character or another length (`out` is then partly written).
+    public static func decode(_ utf8: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        guard utf8.count == 2 * out.count else { return false }
+        for index in out.indices {
+            guard let high = value(utf8[2 * index]), let low = value(utf8[2 * index + 1]) else { return false }
+            out[index] = high << 4 | low
+        }
+        return true
     }
 
     private static func value(_ c: UInt8) -> UInt8? {

@@ -109,7 +109,16 @@ extension SigV4Flavor {
         out.append(UInt8(ascii: "\n"))
         out += scope.utf8
         out.append(UInt8(ascii: "\n"))
-        Hex.append(try Crypto.sha256(canonicalRequest), to: &out)
+        // The hash goes from a stack buffer straight into hex: no array for it.
+        let hashed: Result<Void, CryptoError> = canonicalRequest.withUnsafeBytes { bytes in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { hash in
+                Result { () throws(CryptoError) in
+                    let length = try Crypto.digest(.sha256, bytes, into: UnsafeMutableRawBufferPointer(hash))
+                    Hex.append(UnsafeBufferPointer(rebasing: hash[..<length]), to: &out)
+                }
+            }
+        }
+        try hashed.get()
         return out
     }
 
@@ -130,8 +139,21 @@ extension SigV4Flavor {
 
     /// Whether `provided` (hex, either case) is the HMAC of `stringToSign`, compared in constant time.
     static func signatureMatches(key: DerivedSigningKey, stringToSign: [UInt8], provided: String) throws(CryptoError) -> Bool {
-        let expected = try key.mac.authenticate(stringToSign)
-        guard let providedBytes = Hex.decode(provided) else { return false }
-        return Crypto.constantTimeEqual(expected, providedBytes)
+        // Both MACs in one stack buffer, the computed one first: no arrays.
+        var provided = provided
+        let matches: Result<Bool, CryptoError> = provided.withUTF8 { hex in
+            stringToSign.withUnsafeBytes { bytes in
+                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { scratch in
+                    Result { () throws(CryptoError) in
+                        let expected = UnsafeMutableBufferPointer(rebasing: scratch[..<32])
+                        let length = try key.mac.authenticate(bytes, into: UnsafeMutableRawBufferPointer(expected))
+                        let given = UnsafeMutableBufferPointer(rebasing: scratch[32...])
+                        guard length == 32, Hex.decode(hex, into: given) else { return false }
+                        return Crypto.constantTimeEqual(UnsafeRawBufferPointer(expected), UnsafeRawBufferPointer(given))
+                    }
+                }
+            }
+        }
+        return try matches.get()
     }
 }

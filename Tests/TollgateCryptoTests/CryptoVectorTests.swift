@@ -191,6 +191,13 @@ func md5(input: String, expected: String) throws {
     Hex.append([0xab], to: &appended)
     #expect(String(decoding: appended, as: UTF8.self) == "x:fafbfcfdfeffab")
     #expect(Hex.decode("") == [])
+    // Into memory of its own: exactly half as many bytes as digits, else false.
+    var out = [UInt8](repeating: 0, count: 2)
+    for (digits, decodes) in [("aB0f", true), ("ab0", false), ("ab0f00", false), ("ag0f", false)] {
+        let result = Array(digits.utf8).withUnsafeBufferPointer { utf8 in out.withUnsafeMutableBufferPointer { Hex.decode(utf8, into: $0) } }
+        #expect(result == decodes, "\(digits)")
+    }
+    #expect(out == [0xab, 0x0f])
     for junk in ["0g", "abc", "g0", "0 ", "ab-c", "ａｂ", "00112233445566778899aabbccddeeff0"] {
         #expect(Hex.decode(junk) == nil, "\(junk)")
     }

@@ -57,6 +57,25 @@ struct S3SigV4VectorTests {
         #expect(isSignatureMismatch(s3Error { () throws(S3AuthError) in try S3SigV4.verify(request, lookup: vector.lookup()) }))
     }
 
+    /// The signature is compared as the 32 bytes its hex spells: either case is the same
+    /// signature; a digit short, one more byte or a non-hex digit is none.
+    @Test("the signature is 64 hex digits of either case", arguments: generatedS3Vectors)
+    func signatureHexForms(_ vector: S3Vector) {
+        func verify(_ transform: (String) -> String) -> S3AuthError? {
+            var request = vector.request()
+            if vector.presigned {
+                request.rawQuery = replacingQueryValue(request.rawQuery, "X-Amz-Signature", transform)
+            } else {
+                request.headers = SignatureHeaders(vector.headers.replacing("Authorization", with: transform))
+            }
+            return s3Error { () throws(S3AuthError) in try S3SigV4.verify(request, lookup: vector.lookup()) }
+        }
+        #expect(verify { $0.dropLast(64) + $0.suffix(64).uppercased() } == nil)
+        #expect(isSignatureMismatch(verify { String($0.dropLast()) }))
+        #expect(isSignatureMismatch(verify { $0 + "00" }))
+        #expect(isSignatureMismatch(verify { String($0.dropLast()) + "g" }))
+    }
+
     @Test("a changed Host header fails", arguments: generatedS3Vectors)
     func changedHeader(_ vector: S3Vector) {
         var request = vector.request()
