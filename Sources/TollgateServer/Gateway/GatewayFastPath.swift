@@ -53,8 +53,9 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// A read was asked for while the store was asked: it is passed on once the answer is written.
     private var readDeferred = false
     private var closed = false
-    /// The `Date` header, formatted once a second (Hummingbird's own cache is not shared).
-    private var date: (second: Int64, text: String) = (.min, "")
+    /// The `Date` field, made once a second (Hummingbird's own cache is not shared): each new
+    /// field costs a check of its value.
+    private var date: (second: Int64, field: HTTPField) = (.min, HTTPField(name: .date, value: ""))
     /// Runs the store's tasks on this connection's event loop.
     private var executor: EventLoopTaskExecutor?
 
@@ -186,8 +187,8 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             answer.rendered.headers.append(HTTPField(name: .contentLength, value: String(answer.rendered.body?.readableBytes ?? 0)))
         }
         // No answer of the gateway's sets either: appended, not searched for.
-        answer.rendered.headers.append(HTTPField(name: .date, value: httpDate(gateway.clock())))
-        answer.rendered.headers.append(HTTPField(name: .server, value: Gateway.serverName))
+        answer.rendered.headers.append(dateField(gateway.clock()))
+        answer.rendered.headers.append(Self.serverField)
         context.write(wrapOutboundOut(.head(HTTPResponse(status: answer.rendered.status, headerFields: answer.rendered.headers))), promise: nil)
         if let body = answer.rendered.body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         // The codec writes the span as the next body part and keeps its file open until it is sent.
@@ -195,9 +196,11 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
-    private func httpDate(_ now: Date) -> String {
+    private static let serverField = HTTPField(name: .server, value: Gateway.serverName)
+
+    private func dateField(_ now: Date) -> HTTPField {
         let second = Int64(now.timeIntervalSince1970.rounded(.down))
-        if second != date.second { date = (second, WireDate.httpDate(now)) }
-        return date.text
+        if second != date.second { date = (second, HTTPField(name: .date, value: WireDate.httpDate(now))) }
+        return date.field
     }
 }

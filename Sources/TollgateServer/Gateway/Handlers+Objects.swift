@@ -143,12 +143,15 @@ extension Gateway {
     /// The stored headers, exactly as they were given, plus ETag, Last-Modified and user metadata.
     func objectHeaders(_ call: Call, info: ObjectInfo) -> HTTPFields {
         let metadata = info.metadata
-        var headers: HTTPFields = [
-            .eTag: info.etag,
-            .lastModified: WireDate.httpDate(info.lastModifiedSeconds),
-            .acceptRanges: "bytes",
-            .contentType: metadata.contentType ?? (call.dialect == .s3 ? "binary/octet-stream" : "application/octet-stream"),
-        ]
+        // Appended into room for the usual answer (these four, then length, request ID, date
+        // and server): a dictionary literal would build an array of pairs first.
+        var headers = HTTPFields()
+        headers.reserveCapacity(8)
+        headers.append(HTTPField(name: .eTag, value: info.etag))
+        headers.append(HTTPField(name: .lastModified, value: WireDate.httpDate(info.lastModifiedSeconds)))
+        headers.append(Self.acceptRangesField)
+        headers.append(metadata.contentType.map { HTTPField(name: .contentType, value: $0) }
+            ?? (call.dialect == .s3 ? Self.s3DefaultContentType : Self.ossDefaultContentType))
         if let value = metadata.contentEncoding { headers[.contentEncoding] = value }
         if let value = metadata.contentDisposition { headers[.contentDisposition] = value }
         if let value = metadata.cacheControl { headers[.cacheControl] = value }
@@ -166,6 +169,12 @@ extension Gateway {
         }
         return headers
     }
+
+    /// Fields every object answer has the same, made once (each new field costs a check of its value).
+    static let acceptRangesField = HTTPField(name: .acceptRanges, value: "bytes")
+    /// The type of an object stored without one, in each dialect.
+    static let s3DefaultContentType = HTTPField(name: .contentType, value: "binary/octet-stream")
+    static let ossDefaultContentType = HTTPField(name: .contentType, value: "application/octet-stream")
 
     static let responseOverrides: [(String, HTTPField.Name)] = [
         ("response-content-type", .contentType), ("response-content-language", .contentLanguage),
