@@ -157,7 +157,8 @@ extension Gateway {
         if let value = metadata.cacheControl { headers[.cacheControl] = value }
         if let value = metadata.expires { headers[.expires] = value }
         if let value = metadata.contentLanguage { headers[.contentLanguage] = value }
-        for (name, value) in metadata.userMetadata.sorted(by: { $0.key < $1.key }) {
+        // In name order; sorting makes an array even of none, so none is not sorted.
+        for (name, value) in metadata.userMetadata.isEmpty ? [] : metadata.userMetadata.sorted(by: { $0.key < $1.key }) {
             if let field = HTTPField.Name(call.metadataPrefix + name) { headers.append(HTTPField(name: field, value: value)) }
         }
         if !metadata.tags.isEmpty {
