@@ -226,7 +226,7 @@ public enum Crypto {
             let written: Result<Int, CryptoError> = output.withUnsafeMutableBytes { output in
                 Result { () throws(CryptoError) in try Crypto.digest(algorithm, UnsafeRawBufferPointer(bytes), into: output) }
             }
-            return written.map { _ in output }
+            return written.map { $0 == output.count ? output : Array(output.prefix($0)) }
         }
         if let oneShot { return try oneShot.get() }
         let digest = try StreamingDigest(algorithm)
