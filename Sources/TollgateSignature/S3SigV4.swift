@@ -71,6 +71,8 @@ public struct S3VerifiedRequest: Sendable {
     public var headerChecksum: ExpectedChecksum?
     /// The decoded `Content-MD5`, when sent. The body's verifier (`makePayloadVerifier()` or the
     /// chunked decoder) compares it with the MD5 of the (decoded) body: `BadDigest` on mismatch.
+    /// A caller that checks it elsewhere (the gateway leaves an object's to the store, which
+    /// hashes the body anyway) sets it to nil before making the verifier.
     public var contentMD5: [UInt8]?
     let chunkSigning: ChunkSigningContext?
 

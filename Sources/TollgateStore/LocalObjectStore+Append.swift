@@ -51,7 +51,7 @@ extension LocalObjectStore {
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
         guard let current = try await index.currentObject(bucket: bucket, key: key) else {
             guard position == 0 else { throw StoreError.positionNotEqualToLength(next: 0) }
-            let file = try await stage(body)
+            let file = try await stage(body, expectedMD5: options.expectedMD5)
             return try await commitObject(
                 bucket: bucket, key: key, file: file, etag: ETag.quoted(md5: file.md5), metadata: metadata,
                 appendable: true, checksums: ObjectChecksums(crc64ecma: options.bodyChecksums?().crc64ecma), preconditions: options.preconditions,
@@ -70,7 +70,7 @@ extension LocalObjectStore {
             let last = try await writeBatches(body, to: writer)
             appended = try await io.run {
                 try writer.write(last)
-                return try writer.finish()
+                return try writer.finish(expectedMD5: options.expectedMD5)
             }
             storageState.noteWritten()
         } catch {

@@ -30,7 +30,7 @@ extension LocalObjectStore {
     ) async throws -> PartInfo where Body.Element == ByteBuffer {
         try MultipartRules.validatePartNumber(partNumber)
         let upload = try await index.upload(bucket: bucket, key: key, uploadID: uploadID)
-        let file = try await stage(body)
+        let file = try await stage(body, expectedMD5: options.expectedMD5)
         let checksums = options.bodyChecksums?() ?? .none
         do { try MultipartRules.checkPartChecksum(checksums, upload: upload) } catch {
             await removeFiles([file.id])

@@ -200,15 +200,15 @@ public final class LocalObjectStore: ObjectStore {
 
     /// Streams `body` into a new object file in batches, hashing it, then fsyncs it and its
     /// directory in the job that writes the last batch. On any failure (the body throws, I/O
-    /// fails) the file is removed.
-    func stage<Body: AsyncSequence>(_ body: Body) async throws -> PublishedFile where Body.Element == ByteBuffer {
+    /// fails, its MD5 is not `expectedMD5`) the file is removed.
+    func stage<Body: AsyncSequence>(_ body: Body, expectedMD5: [UInt8]? = nil) async throws -> PublishedFile where Body.Element == ByteBuffer {
         let id = try StorageLayout.newID()
         let writer = try FileWriter(path: try layout.objectPath(id), mode: .create(directories), fault: configuration.writeFault)
         do {
             let last = try await writeBatches(body, to: writer)
             let (size, md5) = try await io.run {
                 try writer.write(last)
-                let written = try writer.finish()
+                let written = try writer.finish(expectedMD5: expectedMD5)
                 try Posix.fsyncDirectory((writer.path as NSString).deletingLastPathComponent)
                 return written
             }
@@ -402,7 +402,7 @@ public final class LocalObjectStore: ObjectStore {
         try StoreNames.validateKey(key)
         // Fail fast before reading the body; the commit checks again.
         _ = try await headBucket(bucket)
-        let file = try await stage(body)
+        let file = try await stage(body, expectedMD5: options.expectedMD5)
         return try await commitObject(
             bucket: bucket, key: key, file: file, etag: ETag.quoted(md5: file.md5), metadata: metadata,
             appendable: false, checksums: options.bodyChecksums?() ?? .none, preconditions: options.preconditions
@@ -587,14 +587,17 @@ final class FileWriter: Sendable {
         }
     }
 
-    /// Fsyncs and closes the file; returns the bytes written and their MD5.
-    func finish() throws -> (size: Int64, md5: [UInt8]) {
+    /// Fsyncs and closes the file; returns the bytes written and their MD5. Refuses with
+    /// `badDigest`, before the fsync, bytes whose MD5 is not `expectedMD5` (then `abandon`).
+    func finish(expectedMD5: [UInt8]? = nil) throws -> (size: Int64, md5: [UInt8]) {
         try state.withLock { state in
             try open(&state)
+            let md5 = try state.md5.finalize()
+            if let expectedMD5, expectedMD5 != md5 { throw StoreError.badDigest }
             try Posix.fsync(state.fd)
             close(state.fd)
             state.fd = -1
-            return (state.written, try state.md5.finalize())
+            return (state.written, md5)
         }
     }
 

@@ -81,6 +81,16 @@ public final class MemoryObjectStore: ObjectStore {
         return all
     }
 
+    /// The body's bytes and their MD5, refused with `badDigest` when that is not `expectedMD5`.
+    private static func collect<Body: AsyncSequence>(
+        _ body: Body, expectedMD5: [UInt8]?
+    ) async throws -> (bytes: ByteBuffer, md5: [UInt8]) where Body.Element == ByteBuffer {
+        let bytes = try await collect(body)
+        let md5 = try md5(bytes)
+        if let expectedMD5, expectedMD5 != md5 { throw StoreError.badDigest }
+        return (bytes, md5)
+    }
+
     private static func md5(_ bytes: ByteBuffer) throws -> [UInt8] {
         try bytes.withUnsafeReadableBytes { pointer in
             let digest = try StreamingDigest(.md5)
@@ -224,9 +234,9 @@ public final class MemoryObjectStore: ObjectStore {
         try StoreNames.validateBucket(bucket)
         try StoreNames.validateKey(key)
         _ = try await headBucket(bucket)
-        let bytes = try await Self.collect(body)
+        let (bytes, md5) = try await Self.collect(body, expectedMD5: options.expectedMD5)
         return try commit(
-            bucket: bucket, key: key, bytes: bytes, etag: ETag.quoted(md5: try Self.md5(bytes)), metadata: metadata,
+            bucket: bucket, key: key, bytes: bytes, etag: ETag.quoted(md5: md5), metadata: metadata,
             appendable: false, checksums: options.bodyChecksums?() ?? .none, preconditions: options.preconditions
         )
     }
@@ -298,9 +308,9 @@ public final class MemoryObjectStore: ObjectStore {
         let current = state.withLock { $0.objects[bucket]?[key]?.info }
         guard let current else {
             guard position == 0 else { throw StoreError.positionNotEqualToLength(next: 0) }
-            let bytes = try await Self.collect(body)
+            let (bytes, md5) = try await Self.collect(body, expectedMD5: options.expectedMD5)
             return try commit(
-                bucket: bucket, key: key, bytes: bytes, etag: ETag.quoted(md5: try Self.md5(bytes)), metadata: metadata,
+                bucket: bucket, key: key, bytes: bytes, etag: ETag.quoted(md5: md5), metadata: metadata,
                 appendable: true, checksums: ObjectChecksums(crc64ecma: options.bodyChecksums?().crc64ecma), preconditions: options.preconditions,
                 check: { existing in
                     if let existing { throw existing.appendRefusal(position: position) ?? StoreError.positionNotEqualToLength(next: existing.size) }
@@ -309,9 +319,9 @@ public final class MemoryObjectStore: ObjectStore {
         }
         if let refusal = current.appendRefusal(position: position) { throw refusal }
         try options.preconditions.check(against: current)
-        var appended = try await Self.collect(body)
+        var (appended, appendedMD5) = try await Self.collect(body, expectedMD5: options.expectedMD5)
         let appendedChecksums = options.bodyChecksums?() ?? .none
-        let chained = try Crypto.md5(Array(ETag.normalize(current.etag).utf8) + Self.md5(appended))
+        let chained = try Crypto.md5(Array(ETag.normalize(current.etag).utf8) + appendedMD5)
         let lastModified = now()
         return try state.withLock { state in
             guard var object = state.objects[bucket]?[key] else { throw StoreError.positionNotEqualToLength(next: 0) }
@@ -367,8 +377,9 @@ public final class MemoryObjectStore: ObjectStore {
         return upload
     }
 
-    private func commitPart(bucket: String, key: String, uploadID: String, partNumber: Int, bytes: ByteBuffer, checksums: ObjectChecksums) throws -> PartInfo {
-        let info = PartInfo(partNumber: partNumber, etag: ETag.quoted(md5: try Self.md5(bytes)), size: Int64(bytes.readableBytes), lastModified: now(),
+    private func commitPart(bucket: String, key: String, uploadID: String, partNumber: Int, bytes: ByteBuffer, md5: [UInt8],
+                            checksums: ObjectChecksums) throws -> PartInfo {
+        let info = PartInfo(partNumber: partNumber, etag: ETag.quoted(md5: md5), size: Int64(bytes.readableBytes), lastModified: now(),
                             checksums: checksums)
         try state.withLock { (state) throws(StoreError) in
             _ = try state.upload(bucket, key, uploadID)
@@ -383,10 +394,10 @@ public final class MemoryObjectStore: ObjectStore {
     ) async throws -> PartInfo where Body.Element == ByteBuffer {
         try MultipartRules.validatePartNumber(partNumber)
         let upload = try state.withLock { (state) throws(StoreError) in try state.upload(bucket, key, uploadID) }
-        let bytes = try await Self.collect(body)
+        let (bytes, md5) = try await Self.collect(body, expectedMD5: options.expectedMD5)
         let checksums = options.bodyChecksums?() ?? .none
         try MultipartRules.checkPartChecksum(checksums, upload: upload.upload)
-        return try commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, bytes: bytes, checksums: checksums)
+        return try commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, bytes: bytes, md5: md5, checksums: checksums)
     }
 
     public func uploadPartCopy(
@@ -396,8 +407,8 @@ public final class MemoryObjectStore: ObjectStore {
         _ = try state.withLock { (state) throws(StoreError) in try state.upload(bucket, key, uploadID) }
         let read = try await getObject(bucket: source.bucket, key: source.key, range: range)
         try options.checkSource?(read.info)
-        let bytes = try await Self.collect(read.body)
-        return try commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, bytes: bytes,
+        let (bytes, md5) = try await Self.collect(read.body, expectedMD5: nil)
+        return try commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, bytes: bytes, md5: md5,
                               checksums: range == nil ? read.info.checksums.ofCopy : .none)
     }
 

@@ -367,10 +367,18 @@ public struct WriteOptions: Sendable {
     /// producer of the body (the gateway, which verifies what clients send as the bytes stream
     /// through) knows them only then. Nil: none are stored.
     public var bodyChecksums: (@Sendable () -> ObjectChecksums)?
+    /// The MD5 the client stated for the body (`Content-MD5`). A store computes the body's MD5
+    /// anyway (the ETag of an object or part, the link an append adds to its chain), so it
+    /// checks this one too: a body whose MD5 differs is refused with `badDigest` before
+    /// anything is committed. The gateway leaves this check to the store, so that no body is
+    /// hashed with MD5 twice.
+    public var expectedMD5: [UInt8]?
 
-    public init(preconditions: WritePreconditions = .none, bodyChecksums: (@Sendable () -> ObjectChecksums)? = nil) {
+    public init(preconditions: WritePreconditions = .none, bodyChecksums: (@Sendable () -> ObjectChecksums)? = nil,
+                expectedMD5: [UInt8]? = nil) {
         self.preconditions = preconditions
         self.bodyChecksums = bodyChecksums
+        self.expectedMD5 = expectedMD5
     }
 }
 

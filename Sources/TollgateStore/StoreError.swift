@@ -41,6 +41,8 @@ public enum StoreError: Error, Sendable, Equatable {
     case tooManyUploads(bucket: String, limit: Int)
     /// The object's checksum a CompleteMultipartUpload stated is not the one its parts give.
     case checksumMismatch(ChecksumAlgorithm)
+    /// The body's MD5 is not the one its write stated (`WriteOptions.expectedMD5`).
+    case badDigest
     /// A part's checksum is of another algorithm than the one its upload was created with.
     case checksumAlgorithmMismatch(expected: ChecksumAlgorithm, actual: ChecksumAlgorithm)
 

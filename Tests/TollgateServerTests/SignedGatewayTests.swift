@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import NIOHTTPTypes
+import Synchronization
 import Testing
 import TollgateCORS
 import TollgateCrypto
@@ -328,9 +329,9 @@ func copyTakesTagsFromTheVersionItCopies(dialect: Dialect) async throws {
     _ = try await base.ensureBuckets(["tollgate", "private"])
     try await put(base, "tollgate", "docs/src.txt", "version 1".utf8, metadata: ObjectMetadata(tags: ["version": "1"]))
     // The source is replaced after the request arrived, before the store opens it.
-    let racing = CopyRaceStore(base: base) { store in
+    let racing = HookedStore(base: base, beforeCopy: { store in
         try await put(store, "tollgate", "docs/src.txt", "version 2".utf8, metadata: ObjectMetadata(tags: ["version": "2"]))
-    }
+    })
     try await withSignedGateway(store: racing) { gateway in
         let prefix = dialect == .s3 ? "x-amz-" : "x-oss-"
         let copy = try await gateway.send(Unsigned(.put, "tollgate", "docs/copy.txt", headers: [
@@ -445,6 +446,56 @@ func checksumsThroughTheGateway() async throws {
         #expect(try await gateway.send(Unsigned(.get, "tollgate", "sums/oss"), .oss, credentials).headers[crcHeader] == crc)
         #expect(try await gateway.send(Unsigned(.head, "tollgate", "sums/oss"), .oss, credentials).headers[crcHeader] == crc)
         #expect(try await gateway.send(Unsigned(.get, "tollgate", "sums/oss", headers: ["range": "bytes=0-3"]), .oss, credentials).headers[crcHeader] == nil)
+    }
+}
+
+@Test("Content-MD5 of an object's bytes (put, part, append) is checked by the store, which hashes them once: BadDigest (OSS: InvalidDigest), and nothing is stored",
+      arguments: [Dialect.s3, .oss])
+func contentMD5IsTheStoresCheck(dialect: Dialect) async throws {
+    let code = dialect == .s3 ? "BadDigest" : "InvalidDigest"
+    let stated = try contentMD5("the bytes the client meant")
+    /// The three writes that carry an object's bytes, each with `Content-MD5: md5`.
+    @Sendable func writes(_ gateway: SignedGateway, _ body: String, md5: String) async throws -> [(String, TestResponse)] {
+        let credentials = try gateway.credentials()
+        let headers = ["content-md5": md5]
+        let upload = try await gateway.store.createMultipartUpload(bucket: "tollgate", key: "md5/part", metadata: ObjectMetadata(), checksum: nil)
+        let uploadQuery = "partNumber=1&uploadId=\(upload.uploadID)"
+        var sent = [
+            ("md5/put", try await gateway.send(Unsigned(.put, "tollgate", "md5/put", headers: headers, body: body), dialect, credentials)),
+            ("md5/part", try await gateway.send(Unsigned(.put, "tollgate", "md5/part", query: uploadQuery, headers: headers, body: body), dialect, credentials)),
+        ]
+        if dialect == .oss {
+            sent.append(("md5/append", try await gateway.send(
+                Unsigned(.post, "tollgate", "md5/append", query: "append&position=0", headers: headers, body: body), dialect, credentials)))
+        }
+        return sent
+    }
+    try await withSignedGateway { gateway in
+        for (key, response) in try await writes(gateway, "other bytes", md5: stated) {
+            expectError(response, dialect, status: .badRequest, code: code)
+            #expect(try await !gateway.keys("tollgate").contains(key), "\(key)")
+        }
+        for (key, response) in try await writes(gateway, "the bytes the client meant", md5: stated) {
+            #expect(response.status == .ok, "\(key): \(String(buffer: response.body))")
+            if key != "md5/append" { #expect(response.headers[.eTag] == "\"" + Hex.encode(try Crypto.md5(Array("the bytes the client meant".utf8))) + "\"") }
+        }
+        #expect(try await gateway.content("tollgate", "md5/put") == "the bytes the client meant")
+    }
+    // The gateway hands the Content-MD5 to the store and does not hash the bytes itself: a
+    // store that is told and ignores it stores them.
+    let told = Mutex<[[UInt8]?]>([])
+    let base = MemoryObjectStore()
+    _ = try await base.ensureBuckets(["tollgate", "private"])
+    let ignoring = HookedStore(base: base, writeOptions: { options in
+        told.withLock { $0.append(options.expectedMD5) }
+        var ignored = options
+        ignored.expectedMD5 = nil
+        return ignored
+    })
+    try await withSignedGateway(store: ignoring) { gateway in
+        let sent = try await writes(gateway, "other bytes", md5: stated)
+        for (key, response) in sent { #expect(response.status == .ok, "\(key): \(String(buffer: response.body))") }
+        #expect(told.withLock { $0 } == Array(repeating: Base64.decode(stated), count: sent.count))
     }
 }
 

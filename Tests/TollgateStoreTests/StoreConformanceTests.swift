@@ -230,6 +230,55 @@ private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ r
         #expect(await storeError { _ = try await append("plain", at: 0, "x") } == .objectNotAppendable)
     }
 
+    /// `WriteOptions.expectedMD5` (the client's `Content-MD5`): a put, a part and an append
+    /// whose body has another MD5 are refused with `badDigest`, and leave what was stored as it
+    /// was (no row, no part, no appended byte, no file); with the right MD5 each is stored.
+    @Test(arguments: StoreKind.allCases)
+    func expectedMD5(kind: StoreKind) async throws {
+        let (store, box) = try kind.make()
+        defer { withExtendedLifetime(box) {} }
+        try await store.createBucket("digests")
+        func md5(_ text: String) throws -> [UInt8] { try Crypto.md5(Array(text.utf8)) }
+        func stating(_ text: String) throws -> WriteOptions { WriteOptions(expectedMD5: try md5(text)) }
+        let old = try await store.putObject(bucket: "digests", key: "k", body: body("old"), metadata: ObjectMetadata(), options: WriteOptions())
+        #expect(await storeError {
+            _ = try await store.putObject(bucket: "digests", key: "k", body: body("new"), metadata: ObjectMetadata(), options: try stating("other"))
+        } == .badDigest)
+        #expect(try await text(store, "digests", "k") == "old")
+        #expect(try await store.headObject(bucket: "digests", key: "k").etag == old.etag)
+        #expect(await storeError {
+            _ = try await store.putObject(bucket: "digests", key: "fresh", body: body("new"), metadata: ObjectMetadata(), options: try stating("other"))
+        } == .badDigest)
+        #expect(await storeError { _ = try await store.headObject(bucket: "digests", key: "fresh") } == .noSuchKey(bucket: "digests", key: "fresh"))
+        let new = try await store.putObject(bucket: "digests", key: "k", body: body("new"), metadata: ObjectMetadata(), options: try stating("new"))
+        #expect(try new.etag == quotedMD5(Array("new".utf8)))
+        #expect(try await text(store, "digests", "k") == "new")
+
+        let upload = try await store.createMultipartUpload(bucket: "digests", key: "m", metadata: ObjectMetadata())
+        #expect(await storeError {
+            _ = try await store.uploadPart(bucket: "digests", key: "m", uploadID: upload.uploadID, partNumber: 1, body: body("part"), options: try stating("trap"))
+        } == .badDigest)
+        #expect(try await store.listParts(bucket: "digests", key: "m", uploadID: upload.uploadID, partNumberMarker: 0, maxParts: 1000).parts.isEmpty)
+        let part = try await store.uploadPart(bucket: "digests", key: "m", uploadID: upload.uploadID, partNumber: 1, body: body("part"), options: try stating("part"))
+        #expect(try part.etag == quotedMD5(Array("part".utf8)))
+
+        func append(at position: Int64, _ content: String, stating stated: String) async throws -> ObjectInfo {
+            try await store.appendObject(bucket: "digests", key: "a", position: position, body: body(content), metadata: ObjectMetadata(), options: try stating(stated))
+        }
+        #expect(await storeError { _ = try await append(at: 0, "base", stating: "bass") } == .badDigest)
+        #expect(await storeError { _ = try await store.headObject(bucket: "digests", key: "a") } == .noSuchKey(bucket: "digests", key: "a"))
+        let first = try await append(at: 0, "base", stating: "base")
+        #expect(await storeError { _ = try await append(at: 4, "+more", stating: "+mire") } == .badDigest)
+        #expect(try await text(store, "digests", "a") == "base")
+        #expect(try await store.headObject(bucket: "digests", key: "a").etag == first.etag)
+        #expect(try await append(at: 4, "+more", stating: "+more").size == 9)
+        #expect(try await text(store, "digests", "a") == "base+more")
+        if let box {
+            // One file per row and part: the refused writes left none behind.
+            #expect(box.objectFiles.count == 3)
+        }
+    }
+
     @Test(arguments: StoreKind.allCases)
     func multipart(kind: StoreKind) async throws {
         let (store, box) = try kind.make(minimumPartSize: 5, maxUploadsPerBucket: 2)

@@ -535,6 +535,8 @@ struct Gateway: HTTPResponder, Sendable {
             rendered.details = [("ActualObjectSize", String(size))]
         case .positionNotEqualToLength(let next):
             rendered.headers[.ossNextAppendPosition] = String(next)
+        case .badDigest where dialect == .oss:
+            rendered.code = "InvalidDigest"
         default: break
         }
         return rendered

@@ -141,6 +141,7 @@ extension GatewayError {
         case .tooManyUploads(_, let limit):
             self.init(status: 400, "TooManyUploads",
                       "The bucket already has \(limit) multipart uploads in progress; complete or abort some before starting another.")
+        case .badDigest: self.init(status: 400, "BadDigest", "The Content-MD5 you specified did not match what we received.")
         case .checksumMismatch(let algorithm):
             self.init(status: 400, "BadDigest", "The \(algorithm.displayName) you specified did not match the calculated checksum.")
         case .checksumAlgorithmMismatch(let expected, let actual):

@@ -68,7 +68,7 @@ extension Gateway {
         let body = try verifiedBody(call, kind: .objectData)
         let part = try await store.uploadPart(
             bucket: bucket, key: key, uploadID: uploadID, partNumber: try Self.partNumber(raw),
-            body: body, options: WriteOptions(bodyChecksums: body.checksums)
+            body: body, options: body.writeOptions()
         )
         var headers: HTTPFields = [.eTag: part.etag]
         addChecksums(call, part.checksums, typed: false, to: &headers)

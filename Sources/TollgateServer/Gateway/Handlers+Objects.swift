@@ -254,12 +254,16 @@ extension Gateway {
 
     func verifiedBody(_ call: Call, kind: BodyKind) throws -> VerifiedBody<RequestBody> {
         var check = try BodyCheck.forRequest(identity: call.identity, contentMD5: call.headers[.contentMD5])
+        var expectedMD5: [UInt8]?
+        if kind == .objectData {
+            (check, expectedMD5) = check.leavingMD5ToStore()
+        }
         if kind == .completeMultipartUpload, case .s3(var request) = check {
             request.headerChecksum = nil
             check = .s3(request)
         }
         return VerifiedBody(base: call.body, check: check, received: metrics.bytesReceived(call.dialect),
-                            computesCRC64: kind == .objectData && call.dialect == .oss)
+                            computesCRC64: kind == .objectData && call.dialect == .oss, expectedMD5: expectedMD5)
     }
 
     func putObject(_ call: Call, bucket: String, key: String) async throws -> Response {
@@ -267,7 +271,7 @@ extension Gateway {
         let info = try await refusingOverwrite(call) {
             try await store.putObject(
                 bucket: bucket, key: key, body: body, metadata: try requestMetadata(call),
-                options: WriteOptions(preconditions: writePreconditions(call), bodyChecksums: body.checksums)
+                options: body.writeOptions(writePreconditions(call))
             )
         }
         call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
@@ -304,8 +308,7 @@ extension Gateway {
         let body = try verifiedBody(call, kind: .objectData)
         let info = try await store.appendObject(
             bucket: bucket, key: key, position: position, body: body, metadata: try requestMetadata(call),
-            options: WriteOptions(preconditions: WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch]),
-                                  bodyChecksums: body.checksums)
+            options: body.writeOptions(WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch]))
         )
         var headers: HTTPFields = [.eTag: info.etag, .ossNextAppendPosition: String(info.size)]
         addChecksums(call, info.checksums, to: &headers)

@@ -27,6 +27,21 @@ enum BodyCheck: Sendable {
         if md5 == nil, identity.ossContentSHA256 == nil { return .none }
         return .oss(contentMD5: md5, sha256: identity.ossContentSHA256)
     }
+
+    /// This check without its `Content-MD5`, and that MD5: for a body the store writes, which
+    /// checks it itself (`WriteOptions.expectedMD5`) while it hashes the body for the ETag.
+    func leavingMD5ToStore() -> (check: BodyCheck, md5: [UInt8]?) {
+        switch self {
+        case .none:
+            return (self, nil)
+        case .s3(var request):
+            let md5 = request.contentMD5
+            request.contentMD5 = nil
+            return (.s3(request), md5)
+        case .oss(let md5, let sha256):
+            return (sha256 == nil ? .none : .oss(contentMD5: nil, sha256: sha256), md5)
+        }
+    }
 }
 
 /// What a body proved once it ended: the S3 checksum it was verified against, and its CRC-64
@@ -39,7 +54,8 @@ final class BodyChecksums: Sendable {
 
 /// A request body that is decoded (aws-chunked) and verified as it streams. When the client's
 /// stream ends, every digest is checked; a mismatch throws, so the store discards the upload
-/// before committing anything. The bytes received are counted as they pass.
+/// before committing anything. The bytes received are counted as they pass. A `Content-MD5`
+/// left to the store (`expectedMD5`) is checked there instead, against the MD5 it computes.
 struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let base: Base
@@ -48,10 +64,17 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
     let received: Counter
     /// Computes the CRC-64/XZ of the (decoded) bytes: OSS's `x-oss-hash-crc64ecma` of an object.
     let computesCRC64: Bool
+    /// The `Content-MD5` the store is to check (see `BodyCheck.leavingMD5ToStore`).
+    var expectedMD5: [UInt8]? = nil
     let result = BodyChecksums()
 
     /// The body's checksums, for `WriteOptions.bodyChecksums` (complete once the body ended).
     var checksums: @Sendable () -> ObjectChecksums { { [result] in result.value } }
+
+    /// What the store is told with the body: its checksums, the `Content-MD5` to check.
+    func writeOptions(_ preconditions: WritePreconditions = .none) -> WriteOptions {
+        WriteOptions(preconditions: preconditions, bodyChecksums: checksums, expectedMD5: expectedMD5)
+    }
 
     func makeAsyncIterator() -> Iterator {
         Iterator(base: base.makeAsyncIterator(), checker: Checker(check, computesCRC64: computesCRC64, result: result), received: received)

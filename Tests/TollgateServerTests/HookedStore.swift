@@ -2,12 +2,14 @@ import NIOCore
 import TollgateCORS
 import TollgateStore
 
-/// The in-memory store with a write that lands between a copy's request and the store's work:
-/// `beforeCopy` runs at the start of every `copyObject`, before the source is opened. Every other
-/// call goes straight to `base`.
-struct CopyRaceStore: ObjectStore {
+/// The in-memory store with hooks where a test needs one: `beforeCopy` runs at the start of
+/// every `copyObject`, before the source is opened (a write landing between a copy's request
+/// and the store's work); `writeOptions` sees, and may change, what every put, part and append
+/// is told. Every other call goes straight to `base`.
+struct HookedStore: ObjectStore {
     let base: MemoryObjectStore
-    let beforeCopy: @Sendable (MemoryObjectStore) async throws -> Void
+    var beforeCopy: @Sendable (MemoryObjectStore) async throws -> Void = { _ in }
+    var writeOptions: @Sendable (WriteOptions) -> WriteOptions = { $0 }
 
     func copyObject(from source: ObjectLocation, to target: ObjectLocation, metadata: CopyMetadata, options: CopyOptions) async throws -> ObjectInfo {
         try await beforeCopy(base)
@@ -29,7 +31,7 @@ struct CopyRaceStore: ObjectStore {
     func putObject<Body: AsyncSequence>(
         bucket: String, key: String, body: Body, metadata: ObjectMetadata, options: WriteOptions
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
-        try await base.putObject(bucket: bucket, key: key, body: body, metadata: metadata, options: options)
+        try await base.putObject(bucket: bucket, key: key, body: body, metadata: metadata, options: writeOptions(options))
     }
     func getObject(bucket: String, key: String, range: ByteRange?) async throws -> ObjectRead {
         try await base.getObject(bucket: bucket, key: key, range: range)
@@ -42,7 +44,7 @@ struct CopyRaceStore: ObjectStore {
     func appendObject<Body: AsyncSequence>(
         bucket: String, key: String, position: Int64, body: Body, metadata: ObjectMetadata, options: WriteOptions
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
-        try await base.appendObject(bucket: bucket, key: key, position: position, body: body, metadata: metadata, options: options)
+        try await base.appendObject(bucket: bucket, key: key, position: position, body: body, metadata: metadata, options: writeOptions(options))
     }
     func listObjects(bucket: String, query: ListQuery) async throws -> ListResult { try await base.listObjects(bucket: bucket, query: query) }
     func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata, checksum: UploadChecksum?) async throws -> MultipartUpload {
@@ -51,7 +53,7 @@ struct CopyRaceStore: ObjectStore {
     func uploadPart<Body: AsyncSequence>(
         bucket: String, key: String, uploadID: String, partNumber: Int, body: Body, options: WriteOptions
     ) async throws -> PartInfo where Body.Element == ByteBuffer {
-        try await base.uploadPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, body: body, options: options)
+        try await base.uploadPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, body: body, options: writeOptions(options))
     }
     func uploadPartCopy(
         bucket: String, key: String, uploadID: String, partNumber: Int, source: ObjectLocation, range: ByteRange?, options: CopyOptions
