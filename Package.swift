@@ -33,7 +33,9 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        .target(name: "TollgateCrypto", dependencies: ["CLibCrypto"], swiftSettings: swiftSettings),
+        // Carry-less multiplication (x86-64 PCLMULQDQ) for the CRCs, which libcrypto does not offer.
+        .target(name: "CTollgateCRC"),
+        .target(name: "TollgateCrypto", dependencies: ["CLibCrypto", "CTollgateCRC"], swiftSettings: swiftSettings),
         // Linux system calls that glibc does not wrap (cachestat), as inline C.
         .systemLibrary(name: "CLinux"),
         // Pure cores: no sockets, no files, no clocks.

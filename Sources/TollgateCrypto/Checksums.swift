@@ -1,22 +1,32 @@
 // The CRCs are written here, because libcrypto offers no CRC through its EVP API: CRC-32
 // (IEEE), CRC-32C (Castagnoli) and CRC-64/NVME for S3's additional checksums, and CRC-64/XZ
 // (ECMA-182, reflected) for OSS's `x-oss-hash-crc64ecma`. SHA-1 and SHA-256 go through libcrypto.
+import CTollgateCRC
 
 /// A reflected CRC over 32 or 64 bits (`poly` in reflected form), with the register set to all
 /// ones before and inverted after, as all four CRCs here are.
 ///
-/// `update` uses slicing-by-8: eight bytes per step through eight 256-entry tables (table k is
-/// the CRC of a byte followed by k zero bytes), then the tail a byte at a time. Every boto3
-/// upload carries a CRC-32 trailer and every OSS write gets a CRC-64, so this runs over each
-/// body byte. `combine` joins the CRCs of two adjacent pieces without their bytes (zlib's
-/// method: multiply by x^(8·length) modulo the polynomial), which is how a multipart object or
-/// an appended one gets its CRC without rereading.
+/// `update` folds the bytes with carry-less multiplication where the CPU has it (x86-64
+/// PCLMULQDQ, `CTollgateCRC`: 64 bytes per step, about five times the tables' speed), and
+/// takes the rest (the folded 16 bytes, the tail, and every byte on other CPUs) through
+/// slicing-by-8: eight bytes per step through eight 256-entry tables (table k is the CRC of a
+/// byte followed by k zero bytes), then a byte at a time. Every boto3 upload carries a CRC-32
+/// and every OSS write gets a CRC-64, so this runs over each body byte; `update` is inlinable
+/// so that callers in other modules get it specialised for their word (unspecialised, the
+/// generic arithmetic ran at a seventh of the speed). `combine` joins the CRCs of two adjacent
+/// pieces without their bytes (zlib's method: multiply by x^(8·length) modulo the polynomial),
+/// which is how a multipart object or an appended one gets its CRC without rereading.
 public struct ReflectedCRC<Word: FixedWidthInteger & UnsignedInteger & Sendable>: Sendable {
     /// Table k at `k * 256 ..< (k + 1) * 256`.
-    let tables: [Word]
+    @usableFromInline let tables: [Word]
     let polynomial: Word
     /// x^(2^k) modulo the polynomial, k = 0...66 (a length's 63 bits, from k = 3), reflected.
     let powers: [Word]
+    /// `tollgate_crc_fold`'s multipliers: x^(D+63) and x^(D-1) modulo the polynomial for
+    /// D = 512, 128, 384, 256, each reflected into 64 bits.
+    @usableFromInline let foldConstants: [UInt64]
+    /// Whether `update` folds with carry-less multiplication (the CPU has it).
+    @usableFromInline static var folds: Bool { foldingCPU }
 
     public init(reflectedPolynomial poly: Word) {
         polynomial = poly
@@ -37,12 +47,36 @@ public struct ReflectedCRC<Word: FixedWidthInteger & UnsignedInteger & Sendable>
         var powers = [Word(1) << (Word.bitWidth - 2)]
         for _ in 1..<67 { powers.append(Self.multiply(powers[powers.count - 1], powers[powers.count - 1], poly)) }
         self.powers = powers
+        // x^n, reflected: multiplying by x shifts right, and x^W wraps to the polynomial.
+        func xPower(_ n: Int) -> UInt64 {
+            var r = Word(1) << (Word.bitWidth - 1)
+            for _ in 0..<n { r = r & 1 != 0 ? (r >> 1) ^ poly : r >> 1 }
+            return UInt64(r) << (64 - Word.bitWidth)
+        }
+        foldConstants = [512, 128, 384, 256].flatMap { d in [xPower(d + 63), xPower(d - 1)] }
     }
 
     /// The CRC of the bytes that `crc` covered followed by `bytes` (0 for none before).
+    @inlinable
     public func update(_ crc: Word, _ bytes: UnsafeRawBufferPointer) -> Word {
+        guard Self.folds, bytes.count >= 64 else { return ~advance(~crc, bytes) }
+        let folded = bytes.count & ~63
+        var block: (UInt64, UInt64) = (0, 0)
+        let register = withUnsafeMutableBytes(of: &block) { out in
+            foldConstants.withUnsafeBufferPointer { constants in
+                tollgate_crc_fold(constants.baseAddress, UInt64(~crc), bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), folded,
+                                  out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+            return advance(0, UnsafeRawBufferPointer(out))
+        }
+        return ~advance(register, UnsafeRawBufferPointer(rebasing: bytes[folded...]))
+    }
+
+    /// The CRC register (not inverted) after `bytes`, through the tables only.
+    @inlinable
+    func advance(_ register: Word, _ bytes: UnsafeRawBufferPointer) -> Word {
         tables.withUnsafeBufferPointer { t in
-            var c = ~crc
+            var c = register
             var offset = 0
             while bytes.count - offset >= 8 {
                 // The CRC (32 or 64 bits) folds into the first bytes of the block; the eight
@@ -64,7 +98,7 @@ public struct ReflectedCRC<Word: FixedWidthInteger & UnsignedInteger & Sendable>
                 c = t[Int(truncatingIfNeeded: (c ^ Word(bytes[offset])) & 0xff)] ^ (c >> 8)
                 offset += 1
             }
-            return ~c
+            return c
         }
     }
 
@@ -152,6 +186,9 @@ public enum ChecksumAlgorithm: String, Sendable, CaseIterable, Equatable {
         }
     }
 }
+
+/// Whether this CPU folds CRCs with carry-less multiplication; asked once.
+@usableFromInline let foldingCPU = tollgate_crc_fold_available() != 0
 
 enum BigEndian {
     static func bytes<Word: FixedWidthInteger>(_ value: Word) -> [UInt8] {

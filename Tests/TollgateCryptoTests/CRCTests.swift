@@ -1,5 +1,6 @@
+import Foundation
 import Testing
-import TollgateCrypto
+@testable import TollgateCrypto
 
 /// The slicing-by-8 CRCs against the plain bit-at-a-time definition, over lengths and offsets
 /// that exercise the eight-byte blocks, the byte tail and unaligned loads.
@@ -120,5 +121,55 @@ struct CRCTests {
             #expect(combined == (try StreamingChecksum.checksum(algorithm, a + b)))
         }
         #expect(ChecksumAlgorithm.sha256.combine([UInt8](repeating: 0, count: 32), [UInt8](repeating: 0, count: 32), secondLength: 1) == nil)
+    }
+}
+
+/// The carry-less multiplication path (`CTollgateCRC`), which `update` takes for 64 bytes and
+/// more where the CPU has it, against the tables alone and the bit-wise definition: every length
+/// up to 300 (the 64-byte blocks, the 16-byte state, the tail) at every offset in 16, longer
+/// lengths around multiples of 64, and all four polynomials.
+@Suite("CRC folding")
+struct CRCFoldingTests {
+    static let data = (0..<(20 * 1024)).map { UInt8(truncatingIfNeeded: ($0 &* 2_246_822_519) >> 11) }
+
+    static func check<Word: FixedWidthInteger & UnsignedInteger & Sendable>(_ crc: ReflectedCRC<Word>, _ name: String) {
+        let lengths = Array(0...300) + [511, 512, 513, 1023, 1024, 1088, 4095, 4096, 4097, 16383, 16384 + 63]
+        Self.data.withUnsafeBytes { all in
+            for length in lengths {
+                for offset in 0..<16 where offset + length <= all.count {
+                    let bytes = UnsafeRawBufferPointer(rebasing: all[offset..<(offset + length)])
+                    let tables = ~crc.advance(~0, bytes)
+                    let folded = crc.update(0, bytes)
+                    if folded != tables {
+                        Issue.record("\(name): \(length) bytes at \(offset): folded \(folded), tables \(tables)")
+                        return
+                    }
+                }
+            }
+            // The register carries over: a CRC continued from a prefix's.
+            let prefix = UnsafeRawBufferPointer(rebasing: all[0..<77])
+            let rest = UnsafeRawBufferPointer(rebasing: all[77..<5000])
+            #expect(crc.update(crc.update(0, prefix), rest) == ~crc.advance(~0, UnsafeRawBufferPointer(rebasing: all[0..<5000])), "\(name)")
+        }
+        #expect(crc.update(0, Array(Self.data[..<4096])) == CRCTests.reference(crc.polynomial, Self.data[..<4096]), "\(name)")
+    }
+
+    @Test("folding gives the tables' CRC for CRC-32, CRC-32C, CRC-64/NVME and CRC-64/XZ")
+    func foldingEqualsTables() {
+        Self.check(ReflectedCRC<UInt32>.ieee, "CRC-32")
+        Self.check(ReflectedCRC<UInt32>.castagnoli, "CRC-32C")
+        Self.check(ReflectedCRC<UInt64>.nvme, "CRC-64/NVME")
+        Self.check(ReflectedCRC<UInt64>.ecma, "CRC-64/XZ")
+    }
+
+    @Test("an x86-64 CPU with PCLMULQDQ folds; any other takes the tables")
+    func foldsWhereTheCPUCan() throws {
+        #if arch(x86_64) && os(Linux)
+        let flags = try String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)
+            .split(separator: "\n").first { $0.hasPrefix("flags") }.map { $0.split(separator: " ").map(String.init) } ?? []
+        #expect(ReflectedCRC<UInt32>.folds == (flags.contains("pclmulqdq") && flags.contains("sse4_1")))
+        #else
+        #expect(!ReflectedCRC<UInt32>.folds)
+        #endif
     }
 }
