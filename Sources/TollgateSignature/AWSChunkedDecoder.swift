@@ -4,7 +4,9 @@ import TollgateCrypto
 /// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`, `STREAMING-UNSIGNED-PAYLOAD-TRAILER`).
 ///
 /// Feed it the body as it arrives, in slices cut anywhere (a chunk header may straddle two
-/// feeds); it appends decoded payload bytes to the output. Every chunk is emitted as it
+/// feeds); it names the ranges of each slice that are payload (the gateway passes those on as
+/// slices of the buffer it read, never copying a byte), or appends them to an array. Every
+/// chunk is emitted as it
 /// arrives, so memory does not grow with the chunk size a client announces: a signed chunk is
 /// hashed on the way through and its signature checked when its last byte arrives, and a
 /// mismatch throws. After the last byte, `finish()` checks that the final chunk and trailer
@@ -67,6 +69,12 @@ public final class AWSChunkedDecoder {
 
     /// Decodes `input`, appending verified payload bytes to `output`.
     public func decode(_ input: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(S3AuthError) {
+        try decode(input) { range in output.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[range])) }
+    }
+
+    /// Decodes `input`, calling `payload` with each range of it that holds payload bytes, in
+    /// order (none for a slice of framing alone, several when it ends one chunk and starts another).
+    public func decode(_ input: UnsafeRawBufferPointer, payload: (Range<Int>) -> Void) throws(S3AuthError) {
         var index = 0
         let count = input.count
         while index < count {
@@ -75,7 +83,7 @@ public final class AWSChunkedDecoder {
                 let byte = input[index]
                 index += 1
                 if byte == UInt8(ascii: "\n") {
-                    try headerLineComplete(into: &output)
+                    try headerLineComplete()
                 } else {
                     line.append(byte)
                     if line.count > Self.maxLineLength { throw .malformedChunkedBody("chunk header too long") }
@@ -87,7 +95,8 @@ public final class AWSChunkedDecoder {
                 if let chunkDigest {
                     do { try chunkDigest.update(slice) } catch { throw .internalError }
                 }
-                try emit(slice, into: &output)
+                try emit(slice)
+                payload((index - take)..<index)
                 if remaining - take == 0 {
                     state = .chunkDataCR
                     try verifyChunk()
@@ -178,7 +187,8 @@ public final class AWSChunkedDecoder {
 
     // MARK: Internals
 
-    private func emit(_ bytes: UnsafeRawBufferPointer, into output: inout [UInt8]) throws(S3AuthError) {
+    /// Counts and checksums payload bytes on their way out.
+    private func emit(_ bytes: UnsafeRawBufferPointer) throws(S3AuthError) {
         guard !bytes.isEmpty else { return }
         decodedCount += bytes.count
         if decodedCount > decodedLength {
@@ -186,7 +196,6 @@ public final class AWSChunkedDecoder {
         }
         do { try trailerChecksum?.update(bytes) } catch { throw .internalError }
         try headerChecks.update(bytes)
-        output.append(contentsOf: bytes)
     }
 
     private func takeLine() -> [UInt8] {
@@ -196,7 +205,7 @@ public final class AWSChunkedDecoder {
         return bytes
     }
 
-    private func headerLineComplete(into output: inout [UInt8]) throws(S3AuthError) {
+    private func headerLineComplete() throws(S3AuthError) {
         let bytes = takeLine()
         let text = String(decoding: bytes, as: UTF8.self)
         let parts = text.split(separator: ";", omittingEmptySubsequences: false)

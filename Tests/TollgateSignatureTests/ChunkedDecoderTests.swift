@@ -30,6 +30,29 @@ struct ChunkedDecoderTests {
         }
     }
 
+    @Test("payload ranges: within each feed, in order, framing never among them, the decoded bytes when joined", arguments: small)
+    func payloadRanges(_ vector: S3Vector) throws {
+        let body = vector.bodyBytes
+        for feed in [1, 2, 7, 64, 200, body.count] where feed > 0 {
+            let decoder = try decoder(vector)
+            var joined: [UInt8] = []
+            var start = 0
+            while start < body.count {
+                let piece = Array(body[start..<min(body.count, start + feed)])
+                var ranges: [Range<Int>] = []
+                try piece.withUnsafeBytes { bytes in try decoder.decode(bytes) { ranges.append($0) } }
+                for (index, range) in ranges.enumerated() {
+                    #expect(range.lowerBound >= 0 && range.upperBound <= piece.count && !range.isEmpty, "feed \(feed)")
+                    if index > 0 { #expect(range.lowerBound > ranges[index - 1].upperBound, "a chunk's framing lies between two ranges") }
+                    joined += piece[range]
+                }
+                start += feed
+            }
+            try decoder.finish()
+            #expect(joined == vector.decodedBytes, "feed \(feed)")
+        }
+    }
+
     @Test("one byte at a time", arguments: small)
     func byteByByte(_ vector: S3Vector) throws {
         let decoder = try decoder(vector)

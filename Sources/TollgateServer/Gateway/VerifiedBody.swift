@@ -88,6 +88,7 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
 
         mutating func next() async throws -> ByteBuffer? {
             while !finished {
+                if let queued = checker.nextQueued() { return queued }
                 guard let buffer = try await base.next() else {
                     finished = true
                     try checker.finish()
@@ -107,7 +108,11 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
         /// OSS digests, verified with the S3 verifier; its errors are renamed in `finish`.
         private let ossVerifier: S3PayloadVerifier?
         private let failure: (any Error)?
-        private var scratch: [UInt8] = []
+        /// The payload ranges of the buffer being decoded (aws-chunked); kept for its capacity.
+        private var ranges: [Range<Int>] = []
+        /// Payload slices of a decoded buffer after the first, which `process` returned.
+        private var queued: [ByteBuffer] = []
+        private var next = 0
         private var crc64: UInt64?
         private let result: BodyChecksums
 
@@ -139,16 +144,25 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
             self.failure = failure
         }
 
+        /// The body's bytes in `buffer`, checked (nil: none, only framing). An aws-chunked
+        /// buffer gives its payload as slices of itself, without a copy: the first returned, any
+        /// more (it ended a chunk and began another) queued for `nextQueued`.
         func process(_ buffer: ByteBuffer) throws -> ByteBuffer? {
             if let failure { throw failure }
             if let decoder {
-                scratch.removeAll(keepingCapacity: true)
+                ranges.removeAll(keepingCapacity: true)
                 let result: Result<Void, S3AuthError> = buffer.withUnsafeReadableBytes { bytes in
-                    Result { () throws(S3AuthError) in try decoder.decode(bytes, into: &scratch) }
+                    Result { () throws(S3AuthError) in try decoder.decode(bytes) { ranges.append($0) } }
                 }
                 try result.get()
-                if let crc = crc64 { crc64 = scratch.withUnsafeBytes { ReflectedCRC.ecma.update(crc, $0) } }
-                return scratch.isEmpty ? nil : ByteBuffer(bytes: scratch)
+                queued.removeAll(keepingCapacity: true)
+                next = 0
+                for range in ranges {
+                    let slice = buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count)!
+                    if let crc = crc64 { crc64 = slice.withUnsafeReadableBytes { ReflectedCRC.ecma.update(crc, $0) } }
+                    queued.append(slice)
+                }
+                return nextQueued()
             }
             if let verifier = verifier ?? ossVerifier {
                 let result: Result<Void, S3AuthError> = buffer.withUnsafeReadableBytes { bytes in
@@ -158,6 +172,13 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
             }
             if let crc = crc64 { crc64 = buffer.withUnsafeReadableBytes { ReflectedCRC.ecma.update(crc, $0) } }
             return buffer
+        }
+
+        /// The next payload slice `process` queued, if any.
+        func nextQueued() -> ByteBuffer? {
+            guard next < queued.count else { return nil }
+            next += 1
+            return queued[next - 1]
         }
 
         /// Checks every digest after the last byte, then records what the body proved.
