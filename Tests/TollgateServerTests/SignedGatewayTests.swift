@@ -90,8 +90,9 @@ private struct SignedGateway {
     /// Sends `request` signed in `dialect`'s header scheme (S3 SigV4, OSS V1); `tamper` changes
     /// the signature's first character (to another of its alphabet, hex or base64).
     @discardableResult
-    func send(_ request: Unsigned, _ dialect: Dialect, _ credentials: IssuedCredentials, tamper: Bool = false) async throws -> TestResponse {
-        var signed = try dialect == .s3 ? signS3(request, credentials) : signOSS(request, credentials)
+    func send(_ request: Unsigned, _ dialect: Dialect, _ credentials: IssuedCredentials, tamper: Bool = false,
+              payloadHash: String? = nil) async throws -> TestResponse {
+        var signed = try dialect == .s3 ? signS3(request, credentials, payloadHash: payloadHash) : signOSS(request, credentials)
         if tamper, var authorization = signed[.authorization] {
             let start = dialect == .s3
                 ? try #require(authorization.range(of: "Signature="))
@@ -138,10 +139,11 @@ private func withSignedGateway(extraConfig: String = "", store: (any ObjectStore
 
 // MARK: Signing, with the project's own signers
 
-/// Header-signed S3 SigV4 over the body's SHA-256, through `S3SigV4.authorization` (what
-/// `GatewayClient` signs with).
-private func signS3(_ request: Unsigned, _ credentials: IssuedCredentials) throws -> HTTPFields {
-    let payloadHash = Hex.encode(try Crypto.sha256(request.body))
+/// Header-signed S3 SigV4 over the body's SHA-256 (or the `payloadHash` given, such as
+/// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`), through `S3SigV4.authorization` (what `GatewayClient`
+/// signs with).
+private func signS3(_ request: Unsigned, _ credentials: IssuedCredentials, payloadHash given: String? = nil) throws -> HTTPFields {
+    let payloadHash = try given ?? Hex.encode(Crypto.sha256(request.body))
     var signed: SignatureHeaders = [
         "host": "localhost", "x-amz-date": amzDate, "x-amz-content-sha256": payloadHash,
         "x-amz-security-token": credentials.securityToken,
@@ -496,6 +498,37 @@ func contentMD5IsTheStoresCheck(dialect: Dialect) async throws {
         let sent = try await writes(gateway, "other bytes", md5: stated)
         for (key, response) in sent { #expect(response.status == .ok, "\(key): \(String(buffer: response.body))") }
         #expect(told.withLock { $0 } == Array(repeating: Base64.decode(stated), count: sent.count))
+    }
+}
+
+@Test("an aws-chunked PUT (boto3's over HTTPS) stores the payload of its chunks, several in one read, checked against its CRC-32 trailer and Content-MD5")
+func awsChunkedPutThroughTheGateway() async throws {
+    try await withSignedGateway { gateway in
+        let credentials = try gateway.credentials()
+        let payload = "hello, chunked world"
+        let crc = try Base64.encode(StreamingChecksum.checksum(.crc32, Array(payload.utf8)))
+        func chunked(_ pieces: [String], trailer: String) -> String {
+            pieces.map { String($0.utf8.count, radix: 16) + "\r\n" + $0 + "\r\n" }.joined()
+                + "0\r\nx-amz-checksum-crc32:\(trailer)\r\n\r\n"
+        }
+        func put(_ key: String, _ body: String, md5: String? = nil) async throws -> TestResponse {
+            var headers = ["content-encoding": "aws-chunked", "x-amz-decoded-content-length": String(payload.utf8.count),
+                           "x-amz-trailer": "x-amz-checksum-crc32"]
+            if let md5 { headers["content-md5"] = md5 }
+            return try await gateway.send(Unsigned(.put, "tollgate", key, headers: headers, body: body), .s3, credentials,
+                                          payloadHash: S3PayloadMode.streamingUnsignedPayloadTrailer)
+        }
+        // Three chunks in the one buffer the test client sends: three slices of it reach the store.
+        let stored = try await put("chunked/ok", chunked(["hello", ", chunk", "ed world"], trailer: crc), md5: try contentMD5(payload))
+        #expect(stored.status == .ok, "\(String(buffer: stored.body))")
+        #expect(stored.headers[.eTag] == "\"" + Hex.encode(try Crypto.md5(Array(payload.utf8))) + "\"")
+        #expect(stored.headers[HTTPField.Name("x-amz-checksum-crc32")!] == crc)
+        #expect(try await gateway.content("tollgate", "chunked/ok") == payload)
+        // Other bytes under the same CRC, or the same bytes under another Content-MD5: nothing stored.
+        expectError(try await put("chunked/crc", chunked(["hello, chunked worle"], trailer: crc)), .s3, status: .badRequest, code: "BadDigest")
+        expectError(try await put("chunked/md5", chunked(["hello", ", chunked world"], trailer: crc), md5: try contentMD5("other")),
+                    .s3, status: .badRequest, code: "BadDigest")
+        #expect(try await gateway.keys("tollgate").filter { $0.hasPrefix("chunked/") } == ["chunked/ok"])
     }
 }
 
