@@ -5,6 +5,7 @@
 # the gateway: the digests and checksums it computes over the bytes, beside the HTTP and the
 # store's write and fsync, which are the same for all.
 #   bash bench/put_cpu.sh [requests-per-client] [rounds]        (defaults 300 and 3)
+#   CLIENTS="boto3-https oss2" bash bench/put_cpu.sh …          some of the clients only
 #   BASELINE_BIN=path/to/older/tollgate bash bench/put_cpu.sh …  compares two builds in one run:
 # each round runs every client against both builds (restarted on the same data), and the summary
 # adds this build / the baseline per client. Prints medians over the rounds.
