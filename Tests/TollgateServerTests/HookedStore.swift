@@ -5,11 +5,31 @@ import TollgateStore
 /// The in-memory store with hooks where a test needs one: `beforeCopy` runs at the start of
 /// every `copyObject`, before the source is opened (a write landing between a copy's request
 /// and the store's work); `writeOptions` sees, and may change, what every put, part and append
-/// is told. Every other call goes straight to `base`.
+/// is told; `putBuffer` sees the size of each buffer of a put's body as the store reads it.
+/// Every other call goes straight to `base`.
 struct HookedStore: ObjectStore {
     let base: MemoryObjectStore
     var beforeCopy: @Sendable (MemoryObjectStore) async throws -> Void = { _ in }
     var writeOptions: @Sendable (WriteOptions) -> WriteOptions = { $0 }
+    var putBuffer: @Sendable (Int) -> Void = { _ in }
+
+    /// A body that tells `seen` the size of each buffer it yields.
+    struct Watched<Base: AsyncSequence>: AsyncSequence where Base.Element == ByteBuffer {
+        let base: Base
+        let seen: @Sendable (Int) -> Void
+
+        struct AsyncIterator: AsyncIteratorProtocol {
+            var base: Base.AsyncIterator
+            let seen: @Sendable (Int) -> Void
+            mutating func next() async throws -> ByteBuffer? {
+                let buffer = try await base.next()
+                if let buffer { seen(buffer.readableBytes) }
+                return buffer
+            }
+        }
+
+        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator(), seen: seen) }
+    }
 
     func copyObject(from source: ObjectLocation, to target: ObjectLocation, metadata: CopyMetadata, options: CopyOptions) async throws -> ObjectInfo {
         try await beforeCopy(base)
@@ -31,7 +51,7 @@ struct HookedStore: ObjectStore {
     func putObject<Body: AsyncSequence>(
         bucket: String, key: String, body: Body, metadata: ObjectMetadata, options: WriteOptions
     ) async throws -> ObjectInfo where Body.Element == ByteBuffer {
-        try await base.putObject(bucket: bucket, key: key, body: body, metadata: metadata, options: writeOptions(options))
+        try await base.putObject(bucket: bucket, key: key, body: Watched(base: body, seen: putBuffer), metadata: metadata, options: writeOptions(options))
     }
     func getObject(bucket: String, key: String, range: ByteRange?) async throws -> ObjectRead {
         try await base.getObject(bucket: bucket, key: key, range: range)

@@ -532,6 +532,27 @@ func awsChunkedPutThroughTheGateway() async throws {
     }
 }
 
+@Test("an aws-chunked body of many tiny chunks in one read reaches the store as one buffer, not one per chunk")
+func tinyChunksAreJoined() async throws {
+    let base = MemoryObjectStore()
+    _ = try await base.ensureBuckets(["tollgate", "private"])
+    let sizes = Mutex<[Int]>([])
+    let watching = HookedStore(base: base, putBuffer: { size in sizes.withLock { $0.append(size) } })
+    try await withSignedGateway(store: watching) { gateway in
+        let payload = String(repeating: "0123456789", count: 20)
+        let crc = try Base64.encode(StreamingChecksum.checksum(.crc32, Array(payload.utf8)))
+        let body = payload.map { "1\r\n\($0)\r\n" }.joined() + "0\r\nx-amz-checksum-crc32:\(crc)\r\n\r\n"
+        let headers = ["content-encoding": "aws-chunked", "x-amz-decoded-content-length": "200", "x-amz-trailer": "x-amz-checksum-crc32"]
+        let response = try await gateway.send(
+            Unsigned(.put, "tollgate", "chunked/tiny", headers: headers, body: body),
+            .s3, try gateway.credentials(), payloadHash: "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+        #expect(response.status == .ok, "\(String(buffer: response.body))")
+        #expect(try await gateway.content("tollgate", "chunked/tiny") == payload)
+    }
+    // The test client sends the body as one buffer: 200 chunks, joined.
+    #expect(sizes.withLock { $0 } == [200])
+}
+
 // MARK: Bucket CORS
 
 private let corsBody = """

@@ -110,7 +110,8 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
         private let failure: (any Error)?
         /// The payload ranges of the buffer being decoded (aws-chunked); kept for its capacity.
         private var ranges: [Range<Int>] = []
-        /// Payload slices of a decoded buffer after the first, which `process` returned.
+        /// The payload slices of the buffer decoded last, handed out in order by `nextQueued`
+        /// (`process` returns the first), and the index of the next.
         private var queued: [ByteBuffer] = []
         private var next = 0
         private var crc64: UInt64?
@@ -144,9 +145,15 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
             self.failure = failure
         }
 
+        /// The most slices one read buffer gives (`process`); a buffer of more, smaller chunks
+        /// has its payload copied into one buffer, so that a body of tiny chunks cannot make the
+        /// store's write batches hold a buffer per byte.
+        static var maxSlices: Int { 8 }
+
         /// The body's bytes in `buffer`, checked (nil: none, only framing). An aws-chunked
         /// buffer gives its payload as slices of itself, without a copy: the first returned, any
-        /// more (it ended a chunk and began another) queued for `nextQueued`.
+        /// more (it ended a chunk and began another) queued for `nextQueued`; past `maxSlices`
+        /// chunks, one copy of their payload instead.
         func process(_ buffer: ByteBuffer) throws -> ByteBuffer? {
             if let failure { throw failure }
             if let decoder {
@@ -157,10 +164,15 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
                 try result.get()
                 queued.removeAll(keepingCapacity: true)
                 next = 0
-                for range in ranges {
-                    let slice = buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count)!
-                    if let crc = crc64 { crc64 = slice.withUnsafeReadableBytes { ReflectedCRC.ecma.update(crc, $0) } }
-                    queued.append(slice)
+                if ranges.count > Self.maxSlices {
+                    var joined = ByteBufferAllocator().buffer(capacity: ranges.reduce(0) { $0 + $1.count })
+                    for range in ranges { joined.writeImmutableBuffer(buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count)!) }
+                    queued.append(joined)
+                } else {
+                    for range in ranges { queued.append(buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count)!) }
+                }
+                if let crc = crc64 {
+                    crc64 = queued.reduce(crc) { crc, piece in piece.withUnsafeReadableBytes { ReflectedCRC.ecma.update(crc, $0) } }
                 }
                 return nextQueued()
             }
