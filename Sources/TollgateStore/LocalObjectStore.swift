@@ -271,29 +271,51 @@ public final class LocalObjectStore: ObjectStore {
         )
     }
 
+    /// Body parts smaller than this are copied into a shared buffer of the batch (`joinedSize`
+    /// bytes) rather than kept one by one: a client that sends its body a few bytes per packet
+    /// cannot make a batch hold a buffer per packet.
+    static let smallPart = 16 * 1024
+    static let joinedSize = 64 * 1024
+
     /// Writes `body` to `writer` in batches of exactly `writeBatchSize` bytes (a body part that
     /// crosses a batch's end is split there, without copying), one pool job and one write call
     /// per batch, and returns the last batch for the caller's final job (which also finishes
     /// the file). A new file's batches thus start at multiples of 1 MiB, where the kernel can
     /// cache each in one large folio. A full batch is written only once more of the body
     /// arrives, so a body of whole batches (a 1 MiB object, an 8 MiB part) ends in that final
-    /// job rather than in an extra job of its own.
+    /// job rather than in an extra job of its own. Parts under `smallPart` are joined (above):
+    /// a batch holds at most about 2 × 1 MiB / 16 KiB buffers.
     func writeBatches<Body: AsyncSequence>(
         _ body: Body, to writer: FileWriter
     ) async throws -> [ByteBuffer] where Body.Element == ByteBuffer {
         var batch: [ByteBuffer] = []
         var batched = 0
+        // Whether the batch's last buffer is one this loop made to join small parts into.
+        var lastJoins = false
         for try await var buffer in body {
             while buffer.readableBytes > 0 {
                 if batched == Self.writeBatchSize {
                     let full = batch
                     batch.removeAll(keepingCapacity: true)
                     batched = 0
+                    lastJoins = false
                     try await io.run { try writer.write(full) }
                 }
-                let part = buffer.readSlice(length: min(buffer.readableBytes, Self.writeBatchSize - batched))!
-                batch.append(part)
+                var part = buffer.readSlice(length: min(buffer.readableBytes, Self.writeBatchSize - batched))!
                 batched += part.readableBytes
+                guard part.readableBytes < Self.smallPart else {
+                    batch.append(part)
+                    lastJoins = false
+                    continue
+                }
+                if lastJoins, batch[batch.count - 1].writableBytes >= part.readableBytes {
+                    batch[batch.count - 1].writeBuffer(&part)
+                } else {
+                    var joined = ByteBufferAllocator().buffer(capacity: Self.joinedSize)
+                    joined.writeBuffer(&part)
+                    batch.append(joined)
+                    lastJoins = true
+                }
             }
         }
         return batch

@@ -416,6 +416,28 @@ import TollgateCrypto
         #expect(read.count == size && read.enumerated().allSatisfy { $0.element == GeneratedBody.byte(at: $0.offset) })
     }
 
+    /// A body in tiny parts (a client sending a few bytes per packet) is joined into a few
+    /// buffers per batch, not kept part by part; the bytes and their order are the body's.
+    @Test(arguments: [(1, 100_000), (7, 1_048_576 + 5), (16_383, 2_000_000), (16_384, 300_000)] as [(Int, Int)])
+    func smallPartsAreJoined(partSize: Int, total: Int) async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        let writer = try FileWriter(path: box.data + "/batches-test", mode: .append(at: 0), fault: nil)
+        _ = FileManager.default.createFile(atPath: writer.path, contents: nil)
+        let last = try await store.writeBatches(GeneratedBody(total: total, chunkSize: partSize), to: writer)
+        let lastBytes = last.reduce(0) { $0 + $1.readableBytes }
+        #expect(lastBytes == (total % LocalObjectStore.writeBatchSize == 0 ? LocalObjectStore.writeBatchSize : total % LocalObjectStore.writeBatchSize))
+        // Small parts share 64 KiB buffers; parts of 16 KiB and more stay as they came.
+        let most = partSize < LocalObjectStore.smallPart ? (lastBytes + LocalObjectStore.joinedSize - 1) / LocalObjectStore.joinedSize * 2
+                                                        : (lastBytes + partSize - 1) / partSize + 1
+        #expect(last.count <= most, "\(last.count) buffers for \(lastBytes) bytes")
+        try writer.write(last)
+        _ = try writer.finish()
+        let written = try Data(contentsOf: URL(fileURLWithPath: writer.path))
+        #expect(written.count == total)
+        #expect(written.enumerated().allSatisfy { $0.element == GeneratedBody.byte(at: $0.offset) })
+    }
+
     /// `Posix.pwriteAll` writes any number of buffers (more than one call takes, empty ones
     /// among them) back to back at the offset, leaving what is before it alone.
     @Test func vectorWritesLandInOrder() throws {
