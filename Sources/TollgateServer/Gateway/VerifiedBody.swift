@@ -108,7 +108,8 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
         /// OSS digests, verified with the S3 verifier; its errors are renamed in `finish`.
         private let ossVerifier: S3PayloadVerifier?
         private let failure: (any Error)?
-        /// The payload ranges of the buffer being decoded (aws-chunked); kept for its capacity.
+        /// The payload ranges of the buffer being decoded (aws-chunked), `maxSlices` at most;
+        /// kept for its capacity.
         private var ranges: [Range<Int>] = []
         /// The payload slices of the buffer decoded last, handed out in order by `nextQueued`
         /// (`process` returns the first), and the index of the next.
@@ -158,15 +159,28 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
             if let failure { throw failure }
             if let decoder {
                 ranges.removeAll(keepingCapacity: true)
+                var joined: ByteBuffer?
                 let result: Result<Void, S3AuthError> = buffer.withUnsafeReadableBytes { bytes in
-                    Result { () throws(S3AuthError) in try decoder.decode(bytes) { ranges.append($0) } }
+                    Result { () throws(S3AuthError) in
+                        try decoder.decode(bytes) { range in
+                            if joined == nil, ranges.count == Self.maxSlices {
+                                // One chunk too many: this buffer's payload is copied from here on.
+                                var copy = ByteBufferAllocator().buffer(capacity: bytes.count)
+                                for earlier in ranges { copy.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[earlier])) }
+                                joined = copy
+                            }
+                            if joined == nil {
+                                ranges.append(range)
+                            } else {
+                                joined!.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[range]))
+                            }
+                        }
+                    }
                 }
                 try result.get()
                 queued.removeAll(keepingCapacity: true)
                 next = 0
-                if ranges.count > Self.maxSlices {
-                    var joined = ByteBufferAllocator().buffer(capacity: ranges.reduce(0) { $0 + $1.count })
-                    for range in ranges { joined.writeImmutableBuffer(buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count)!) }
+                if let joined {
                     queued.append(joined)
                 } else {
                     for range in ranges { queued.append(buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count)!) }
