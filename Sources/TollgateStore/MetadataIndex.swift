@@ -36,12 +36,13 @@ final class MetadataIndex: Sendable {
     private let storageState: StorageFullState
 
     init(path: String, cache: ObjectInfoCache, storageState: StorageFullState) throws {
-        var config = GRDB.Configuration()
-        config.prepareDatabase { db in
-            // FULL: a commit is durable before we delete the file of the version it replaced.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
-        pool = try DatabasePool(path: path, configuration: config)
+        pool = try DatabasePool(path: path)
+        // FULL: every commit syncs the WAL, so a commit is durable before the client hears of
+        // it and before we delete the file of the version it replaced. Set on the writer (the
+        // one connection that commits) after the pool is open: DatabasePool's WAL set-up sets
+        // NORMAL on it after any `prepareDatabase`, and NORMAL loses the last commits to a power
+        // cut (a crash of the process alone loses nothing either way).
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try Schema.migrator().migrate(pool)
         self.cache = cache
         self.storageState = storageState

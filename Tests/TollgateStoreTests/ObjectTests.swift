@@ -23,6 +23,19 @@ import TollgateCrypto
         #expect(StorageLayout.isValidID(try await store.fileID("photos", "hello.txt")))
     }
 
+    /// Every commit syncs the WAL (synchronous = FULL on the connection that commits), also
+    /// after a reopen: with GRDB's default for a pool (NORMAL), an acknowledged PUT could vanish
+    /// in a power cut, and with it the old version, whose file is deleted after the commit.
+    @Test func commitsSyncTheWriteAheadLog() async throws {
+        let box = try Sandbox()
+        for _ in 0..<2 {
+            let store = try box.open()
+            let level = try await store.index.pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+            #expect(level == 2)
+            try store.close()
+        }
+    }
+
     @Test func metadataRoundTripsExactly() async throws {
         let box = try Sandbox()
         let store = try box.open()
