@@ -221,9 +221,24 @@ struct StorageLayout: Sendable {
     var objectsDirectory: String { root + "/objects" }
     var databasePath: String { root + "/meta.sqlite" }
 
-    /// 128 random bits, hex.
+    /// 128 random bits, hex (an upload id).
     static func newID() throws(StoreError) -> String {
-        do { return Hex.encode(try Crypto.randomBytes(count: 16)) } catch { throw .io("random: \(error)") }
+        Hex.encode(try randomBytes())
+    }
+
+    /// A new object file's id: 120 random bits, hex, with a zero second byte, so that new files
+    /// go to the 256 directories `objects/ab/00` (see `objectDirectory`). A store then makes at
+    /// most 256 directories, each with an fsync of its parent, rather than a new one for most of
+    /// its first hundred thousand writes, and start-up lists 256 directories, not 65,536. Files
+    /// an earlier version wrote under other `ab/cd` stay where they are and are read there.
+    static func newFileID() throws(StoreError) -> String {
+        var bytes = try randomBytes()
+        bytes[1] = 0
+        return Hex.encode(bytes)
+    }
+
+    private static func randomBytes() throws(StoreError) -> [UInt8] {
+        do { return try Crypto.randomBytes(count: 16) } catch { throw .io("random: \(error)") }
     }
 
     static func isValidID(_ id: String) -> Bool {
@@ -231,7 +246,8 @@ struct StorageLayout: Sendable {
     }
 
 
-    /// `objects/ab/cd/<id>`. Refuses anything that is not one of our ids (defence in depth
+    /// `objects/ab/cd/<id>`, where ab and cd are the id's first two bytes (cd is 00 for the files
+    /// `newFileID` names). Refuses anything that is not one of our ids (defence in depth
     /// against a tampered database).
     func objectDirectory(_ id: String) throws(StoreError) -> String {
         guard Self.isValidID(id) else { throw .corrupted("invalid storage id in metadata") }

@@ -99,7 +99,7 @@ extension LocalObjectStore {
         let etag = try MultipartRules.etag(chosen.map(\.info))
         let checksums = try MultipartRules.checksums(of: chosen.map(\.info), upload: upload.checksum, expected: options.expectedChecksum)
 
-        let id = try StorageLayout.newID()
+        let id = try StorageLayout.newFileID()
         let path = try layout.objectPath(id)
         let (layout, directories, fault) = (self.layout, self.directories, configuration.writeFault)
         let inputs = try chosen.map { (try layout.objectPath($0.fileID), $0.info) }

@@ -202,7 +202,7 @@ public final class LocalObjectStore: ObjectStore {
     /// directory in the job that writes the last batch. On any failure (the body throws, I/O
     /// fails, its MD5 is not `expectedMD5`) the file is removed.
     func stage<Body: AsyncSequence>(_ body: Body, expectedMD5: [UInt8]? = nil) async throws -> PublishedFile where Body.Element == ByteBuffer {
-        let id = try StorageLayout.newID()
+        let id = try StorageLayout.newFileID()
         let writer = try FileWriter(path: try layout.objectPath(id), mode: .create(directories), fault: configuration.writeFault)
         do {
             let last = try await writeBatches(body, to: writer)

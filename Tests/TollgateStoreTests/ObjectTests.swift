@@ -75,6 +75,49 @@ import TollgateCrypto
         #expect(box.objectFiles.first?.hasSuffix(second) == true)
     }
 
+    /// New object files go to the 256 directories `objects/ab/00`: 400 objects make no other
+    /// directory, and their ids keep 120 random bits (all distinct, first bytes spread).
+    @Test func newFilesGoToTwoHundredFiftySixDirectories() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("fan")
+        for i in 0..<400 { try await store.put("fan", "k\(i)", "\(i)") }
+        let files = box.objectFiles
+        #expect(files.count == 400)
+        #expect(files.allSatisfy { $0.split(separator: "/")[1] == "00" })
+        let ids = files.map { String($0.split(separator: "/")[2]) }
+        #expect(Set(ids).count == 400)
+        #expect(ids.allSatisfy { StorageLayout.isValidID($0) && $0.dropFirst(2).hasPrefix("00") })
+        #expect(Set(ids.map { $0.prefix(2) }).count > 150)
+    }
+
+    /// A file under another `ab/cd`, as earlier versions named them, is still read, listed,
+    /// kept by start-up recovery and removed when its object is overwritten.
+    @Test func filesOfTheEarlierLayoutStillRead() async throws {
+        let box = try Sandbox()
+        var store = try box.open()
+        try await store.createBucket("old")
+        try await store.put("old", "k", "earlier bytes")
+        let id = try await store.fileID("old", "k")
+        var earlier = Array(id)
+        earlier[2] = "7"; earlier[3] = "f"
+        let earlierID = String(earlier)
+        let directory = box.data + "/objects/" + id.prefix(2) + "/7f"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: try store.layout.objectPath(id), toPath: directory + "/" + earlierID)
+        try await store.index.pool.write { db in
+            try db.execute(sql: "UPDATE object SET file_id = ? WHERE file_id = ?", arguments: [earlierID, id])
+        }
+        try store.close()
+        store = try box.open()
+        #expect(try await store.content("old", "k") == "earlier bytes")
+        #expect(box.objectFiles == [id.prefix(2) + "/7f/" + earlierID])
+        try await store.put("old", "k", "new bytes")
+        #expect(try await store.content("old", "k") == "new bytes")
+        #expect(box.objectFiles.count == 1)
+        #expect(box.objectFiles.first?.contains("/00/") == true)
+    }
+
     @Test func readerKeepsOldBytesAcrossConcurrentOverwrite() async throws {
         let box = try Sandbox()
         let store = try box.open(readChunkSize: 4)
