@@ -26,12 +26,15 @@ struct CompletedUpload: Sendable {
 /// back so that `LocalObjectStore` can delete the files of rows a commit replaced.
 ///
 /// Every access is GRDB's async access, so SQLite never blocks the Swift concurrency pool
-/// (see `BlockingIO`). Every write transaction ends, committed or not, by emptying the object
+/// (see `BlockingIO`); writes are committed in groups (`GroupCommit`), one WAL sync for the
+/// writes that waited together. Every write transaction ends, committed or not, by emptying the object
 /// cache, before the caller deletes any replaced file (see `ObjectInfoCache`); a write that
 /// finds the disk full (SQLITE_FULL) is reported to the store's `StorageFullState`.
 final class MetadataIndex: Sendable {
     /// Internal for tests that write rows directly.
     let pool: DatabasePool
+    /// Every write transaction of `write` goes through it (internal for tests).
+    let commits: GroupCommit
     private let cache: ObjectInfoCache
     private let storageState: StorageFullState
 
@@ -44,6 +47,7 @@ final class MetadataIndex: Sendable {
         // cut (a crash of the process alone loses nothing either way).
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try Schema.migrator().migrate(pool)
+        commits = GroupCommit(pool: pool)
         self.cache = cache
         self.storageState = storageState
     }
@@ -61,10 +65,11 @@ final class MetadataIndex: Sendable {
 
     // MARK: Access
 
-    /// A write transaction. Database failures become `StoreError.database` (or `storageFull`).
+    /// A write transaction, committed with the writes that wait beside it (`GroupCommit`).
+    /// Database failures become `StoreError.database` (or `storageFull`).
     func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         defer { cache.invalidate() }
-        do { return try await pool.write(updates) } catch let error as DatabaseError {
+        do { return try await commits.write(updates) } catch let error as DatabaseError {
             let failure = Self.failure(error)
             storageState.note(failure)
             throw failure
