@@ -115,6 +115,51 @@ import Testing
         #expect(try await fixture.keys() == ["k0", "k1", "k2", "k4", "k6", "k8", "k9"])
     }
 
+    /// Refuses the first commit it sees (GRDB rolls the transaction back and COMMIT fails).
+    final class RefusingCommit: TransactionObserver, @unchecked Sendable {
+        // @unchecked: used on the writer only.
+        private var refused = false
+        func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { true }
+        func databaseDidChange(with event: DatabaseEvent) {}
+        func databaseWillCommit() throws {
+            guard !refused else { return }
+            refused = true
+            throw Refused()
+        }
+        func databaseDidCommit(_ db: Database) {}
+        func databaseDidRollback(_ db: Database) {}
+    }
+
+    /// A commit that fails fails every write of its group: none is stored, each caller hears
+    /// of it, and the next write commits.
+    @Test func aFailedCommitFailsTheWholeGroup() async throws {
+        let fixture = try await Fixture()
+        let index = fixture.index
+        let observer = RefusingCommit()
+        index.pool.add(transactionObserver: observer, extent: .databaseLifetime)
+        let gate = fixture.holdWriter()
+        var failures = 0
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for i in 0..<6 {
+                group.addTask {
+                    do {
+                        try await index.write { db in try db.execute(sql: "INSERT INTO t (k) VALUES (?)", arguments: ["k\(i)"]) }
+                        return false
+                    } catch {
+                        return true
+                    }
+                }
+            }
+            try await fixture.waitForWaiting(6)
+            gate.signal()
+            for try await failed in group where failed { failures += 1 }
+        }
+        #expect(failures == 6)
+        #expect(try await fixture.keys() == [])
+        try await index.write { db in try db.execute(sql: "INSERT INTO t (k) VALUES ('after')") }
+        #expect(try await fixture.keys() == ["after"])
+    }
+
     /// Through the store: concurrent puts all commit, readable, with fewer transactions than
     /// puts when they waited together.
     @Test func concurrentPutsCommitTogether() async throws {
