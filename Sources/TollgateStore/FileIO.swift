@@ -436,3 +436,62 @@ public struct FileSegments: AsyncSequence, Sendable {
         }
     }
 }
+
+/// The store's claim on its data directory: an exclusive `flock` on `<directory>/lock`, held
+/// while the store is open, with the holder's pid in the file. Two processes on one store would
+/// each delete, at start-up, the files the other is still writing, and each would serve from a
+/// cache the other's writes never empty; so a second one is refused instead.
+final class DirectoryLock: Sendable {
+    private let fd = Mutex<Int32>(-1)
+
+    init(directory: String) throws {
+        let path = directory + "/lock"
+        let fd = Foundation.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Posix.failure("open \(path)") }
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            let busy = errno == EWOULDBLOCK
+            let failure = Posix.failure("flock \(path)")
+            let holder = busy ? Self.holder(fd) : nil
+            close(fd)
+            if busy { throw StoreOpenError.inUse(directory: directory, pid: holder) }
+            throw failure
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = Foundation.ftruncate(fd, 0)
+        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        self.fd.withLock { $0 = fd }
+    }
+
+    /// Releases the directory (also at deinit).
+    func release() {
+        fd.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
+    }
+
+    deinit { release() }
+
+    /// The pid the holder wrote, if it is one.
+    private static func holder(_ fd: Int32) -> Int? {
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let count = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return nil }
+        return Int(String(decoding: bytes[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}
+
+/// Why a store could not be opened, other than a failing call.
+public enum StoreOpenError: Error, Equatable, CustomStringConvertible {
+    /// Another open store (another process, or another `LocalObjectStore` in this one) holds
+    /// the directory's lock.
+    case inUse(directory: String, pid: Int?)
+
+    public var description: String {
+        switch self {
+        case .inUse(let directory, let pid):
+            "\(directory) is in use by another tollgate process\(pid.map { " (pid \($0))" } ?? ""): stop it first, or give this one another DataDirectory"
+        }
+    }
+}

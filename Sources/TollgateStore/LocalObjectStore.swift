@@ -101,6 +101,8 @@ public final class LocalObjectStore: ObjectStore {
     let storageState: StorageFullState
     private let uploadLimit: Atomic<Int>
     public let recovery: RecoveryReport
+    /// Held from before recovery until `close` (or deinit): one open store per directory.
+    private let lock: DirectoryLock
 
     /// How many files the object cache keeps open: 256, or an eighth of the process's limit on
     /// open descriptors when that is lower, so that connections keep the rest.
@@ -127,6 +129,7 @@ public final class LocalObjectStore: ObjectStore {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         // Only the server may read the store, also one created by an older version.
         chmod(root, 0o700)
+        lock = try DirectoryLock(directory: root)
         try Posix.makeDirectory(layout.tmpDirectory)
         try Posix.makeDirectory(layout.objectsDirectory)
         try Posix.fsyncDirectory(root)
@@ -147,8 +150,9 @@ public final class LocalObjectStore: ObjectStore {
         uploadLimit.store(limit, ordering: .relaxed)
     }
 
-    /// Closes the database. The store must not be used afterwards.
+    /// Closes the database and releases the directory. The store must not be used afterwards.
     public func close() throws {
+        defer { lock.release() }
         try index.close()
     }
 

@@ -324,6 +324,28 @@ import TollgateCrypto
         #expect(box.tmpFiles.isEmpty && box.objectFiles.count == 1)
     }
 
+    /// One open store per directory: a second is refused, naming the holder's pid, until the
+    /// first is closed or gone; the objects are untouched by the refused open's would-be recovery.
+    @Test func aSecondStoreOnTheSameDirectoryIsRefused() async throws {
+        let box = try Sandbox()
+        var first: LocalObjectStore? = try box.open()
+        try await first!.createBucket("held")
+        try await first!.put("held", "k", "bytes")
+        let directory = URL(fileURLWithPath: box.data).standardizedFileURL.path
+        #expect(throws: StoreOpenError.inUse(directory: directory, pid: Int(getpid()))) { try box.open() }
+        #expect("\(StoreOpenError.inUse(directory: directory, pid: 42))".contains("in use by another tollgate process (pid 42)"))
+        try first!.close()
+        let second = try box.open()
+        #expect(try await second.content("held", "k") == "bytes")
+        #expect(throws: StoreOpenError.self) { try box.open() }
+        try second.close()
+        // Released when the store goes away without a close, too.
+        first = try box.open()
+        first = nil
+        let third = try box.open()
+        #expect(try await third.content("held", "k") == "bytes")
+    }
+
     @Test func hostileKeysStayInsideTheDataDirectory() async throws {
         let box = try Sandbox()
         let store = try box.open()
@@ -345,7 +367,7 @@ import TollgateCrypto
         #expect(box.rootEntries == ["data"])
         let all = box.files(under: box.data)
         for file in all {
-            let ok = file.hasPrefix("objects/") || file.hasPrefix("meta.sqlite")
+            let ok = file.hasPrefix("objects/") || file.hasPrefix("meta.sqlite") || file == "lock"
             #expect(ok, "unexpected file \(file)")
         }
         #expect(box.objectFiles.count == keys.count)
