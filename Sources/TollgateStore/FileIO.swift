@@ -440,7 +440,8 @@ public struct FileSegments: AsyncSequence, Sendable {
 /// The store's claim on its data directory: an exclusive `flock` on `<directory>/lock`, held
 /// while the store is open, with the holder's pid in the file. Two processes on one store would
 /// each delete, at start-up, the files the other is still writing, and each would serve from a
-/// cache the other's writes never empty; so a second one is refused instead.
+/// cache the other's writes never empty; so a second one is refused instead. On a file system
+/// that has no locks, the store opens without one.
 final class DirectoryLock: Sendable {
     private let fd = Mutex<Int32>(-1)
 
@@ -450,6 +451,8 @@ final class DirectoryLock: Sendable {
         guard fd >= 0 else { throw Posix.failure("open \(path)") }
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EINTR { continue }
+            // A file system without locks (some FUSE mounts) opens unguarded, as before the lock.
+            if [ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL].contains(errno) { break }
             let busy = errno == EWOULDBLOCK
             let failure = Posix.failure("flock \(path)")
             let holder = busy ? Self.holder(fd) : nil
