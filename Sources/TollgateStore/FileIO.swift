@@ -447,8 +447,7 @@ final class DirectoryLock: Sendable {
 
     init(directory: String) throws {
         let path = directory + "/lock"
-        let fd = Foundation.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Posix.failure("open \(path)") }
+        let fd = try Posix.open(path, O_RDWR | O_CREAT)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EINTR { continue }
             // A file system without locks (some FUSE mounts) opens unguarded, as before the lock.
@@ -460,9 +459,11 @@ final class DirectoryLock: Sendable {
             if busy { throw StoreOpenError.inUse(directory: directory, pid: holder) }
             throw failure
         }
-        let pid = Array("\(getpid())\n".utf8)
-        _ = Foundation.ftruncate(fd, 0)
-        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        // The pid is for the message a second process prints; the lock holds without it.
+        do {
+            try Posix.ftruncate(fd, 0)
+            try Posix.pwriteAll(fd, [ByteBuffer(string: "\(getpid())\n")], at: 0)
+        } catch {}
         self.fd.withLock { $0 = fd }
     }
 
