@@ -35,7 +35,9 @@ let package = Package(
         ),
         // Carry-less multiplication (x86-64 PCLMULQDQ) for the CRCs, which libcrypto does not offer.
         .target(name: "CTollgateCRC"),
-        .target(name: "TollgateCrypto", dependencies: ["CLibCrypto", "CTollgateCRC"], swiftSettings: swiftSettings),
+        // Multi-buffer MD5 (AVX2, AVX-512VL) over libcrypto's MD5 state, which libcrypto does not offer.
+        .target(name: "CTollgateMD5", linkerSettings: [.linkedLibrary("crypto")]),
+        .target(name: "TollgateCrypto", dependencies: ["CLibCrypto", "CTollgateCRC", "CTollgateMD5"], swiftSettings: swiftSettings),
         // Linux system calls that glibc does not wrap (cachestat), as inline C.
         .systemLibrary(name: "CLinux"),
         // Pure cores: no sockets, no files, no clocks.

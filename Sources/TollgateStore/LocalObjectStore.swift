@@ -553,7 +553,7 @@ final class FileWriter: Sendable {
         var fd: Int32 = -1
         var offset: Int64
         var written: Int64 = 0
-        let md5: StreamingDigest
+        let md5: LaneMD5
     }
 
     let path: String
@@ -570,7 +570,7 @@ final class FileWriter: Sendable {
         case .create: start = 0
         case .append(let position): start = position
         }
-        state = Mutex(State(offset: start, md5: try StreamingDigest(.md5)))
+        state = Mutex(State(offset: start, md5: LaneMD5()))
     }
 
     deinit {
@@ -600,12 +600,13 @@ final class FileWriter: Sendable {
     func write(_ buffers: [ByteBuffer]) throws {
         try state.withLock { state in
             try open(&state)
-            var count = 0
-            for buffer in buffers {
-                try buffer.withUnsafeReadableBytes { try state.md5.update($0) }
-                count += buffer.readableBytes
-            }
+            let count = buffers.reduce(0) { $0 + $1.readableBytes }
             guard count > 0 else { return }
+            // The pointers outlive their closures, as in `Posix.pwriteAll`: `buffers` keeps every
+            // storage alive and unchanged until the update returns.
+            withExtendedLifetime(buffers) {
+                state.md5.update(buffers.map { $0.withUnsafeReadableBytes { $0 } })
+            }
             if let code = fault?() { throw Posix.failure("write", code) }
             try Posix.pwriteAll(state.fd, buffers, at: state.offset)
             state.offset += Int64(count)
@@ -618,7 +619,7 @@ final class FileWriter: Sendable {
     func finish(expectedMD5: [UInt8]? = nil) throws -> (size: Int64, md5: [UInt8]) {
         try state.withLock { state in
             try open(&state)
-            let md5 = try state.md5.finalize()
+            let md5 = state.md5.finalize()
             if let expectedMD5, expectedMD5 != md5 { throw StoreError.badDigest }
             try Posix.fsync(state.fd)
             close(state.fd)

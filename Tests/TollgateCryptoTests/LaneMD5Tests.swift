@@ -1,0 +1,143 @@
+import CTollgateMD5
+import Foundation
+import Synchronization
+import Testing
+@testable import TollgateCrypto
+
+/// Multi-buffer MD5 against libcrypto's one-shot MD5: every kernel this CPU runs, any number of
+/// lanes, blocks split between pieces, and streams hashed concurrently through `MD5Lanes`.
+@Suite("Multi-buffer MD5")
+struct LaneMD5Tests {
+    /// Deterministic bytes (xorshift), different per seed.
+    static func bytes(_ count: Int, seed: UInt64) -> [UInt8] {
+        var x = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+        return (0..<count).map { _ in
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17
+            return UInt8(truncatingIfNeeded: x)
+        }
+    }
+
+    /// `data` cut at `cuts` (sorted offsets), as buffers of one stream.
+    static func pieces(_ data: UnsafeRawBufferPointer, cuts: [Int]) -> [UnsafeRawBufferPointer] {
+        var result: [UnsafeRawBufferPointer] = []
+        var start = 0
+        for cut in cuts + [data.count] {
+            result.append(UnsafeRawBufferPointer(rebasing: data[start..<cut]))
+            start = cut
+        }
+        return result
+    }
+
+    @Test("every kernel, one to eight lanes, blocks split across pieces: the digests of libcrypto")
+    func kernelsAgreeWithLibcrypto() throws {
+        var generator = SystemRandomNumberGenerator()
+        for kernel in 0...tollgate_md5_best_kernel() {
+            for trial in 0..<200 {
+                let count = 1 + trial % Int(TOLLGATE_MD5_LANES)
+                let streams = (0..<count).map { Self.bytes(64 * Int.random(in: 1...40, using: &generator), seed: UInt64(trial * 8 + $0)) }
+                let contexts = (0..<count).map { _ -> UnsafeMutablePointer<tollgate_md5_ctx> in
+                    let context = UnsafeMutablePointer<tollgate_md5_ctx>.allocate(capacity: 1)
+                    tollgate_md5_init(context)
+                    return context
+                }
+                defer { contexts.forEach { $0.deallocate() } }
+                let storages = streams.map { stream in
+                    let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: stream.count, alignment: 1)
+                    stream.withUnsafeBytes { storage.copyMemory(from: $0) }
+                    return storage
+                }
+                defer { storages.forEach { $0.deallocate() } }
+                let described = storages.map { storage in
+                    let cuts = [Int.random(in: 0...storage.count, using: &generator), Int.random(in: 0...storage.count, using: &generator)].sorted()
+                    return Self.pieces(UnsafeRawBufferPointer(storage), cuts: cuts).map {
+                        tollgate_md5_piece(bytes: $0.baseAddress?.assumingMemoryBound(to: UInt8.self), count: $0.count)
+                    }
+                }
+                let pieceArrays = described.map { pieces in
+                    let array = UnsafeMutablePointer<tollgate_md5_piece>.allocate(capacity: pieces.count)
+                    array.initialize(from: pieces, count: pieces.count)
+                    return array
+                }
+                defer { pieceArrays.forEach { $0.deallocate() } }
+                var live = (0..<count).map {
+                    tollgate_md5_lane(ctx: contexts[$0], pieces: pieceArrays[$0], piece: 0, offset: 0, blocks: streams[$0].count / 64)
+                }
+                // Passes of random length; finished lanes leave, as `MD5Lanes` drops them.
+                while !live.isEmpty {
+                    let done = tollgate_md5_lanes(&live, Int32(live.count), Int.random(in: 1...16, using: &generator), kernel)
+                    #expect(done >= 1)
+                    live.removeAll { $0.blocks == 0 }
+                }
+                for index in 0..<count {
+                    var digest = [UInt8](repeating: 0, count: 16)
+                    tollgate_md5_update(contexts[index], "tail", 4)
+                    tollgate_md5_final(contexts[index], &digest)
+                    #expect(digest == (try Crypto.md5(streams[index] + Array("tail".utf8))), "kernel \(kernel), lane \(index) of \(count)")
+                }
+            }
+        }
+    }
+
+    @Test("LaneMD5: updates of any size and split, small and shared, give libcrypto's MD5")
+    func streamUpdates() throws {
+        let data = Self.bytes(300_000, seed: 42)
+        // Sizes below and above the shared threshold, block-aligned or not, several pieces each.
+        let plans: [[[Int]]] = [
+            [[1], [63], [64], [65]],
+            [[17_000], [40_000, 3, 9_000], [1, 1, 100_000]],
+            [[LaneMD5.smallestShared], [LaneMD5.smallestShared + 63], [5, LaneMD5.smallestShared * 2]],
+            [[131_071, 1], [7], [64 * 1024, 64 * 1024 + 1]],
+        ]
+        for lanes in [MD5Lanes.shared, nil] {
+            for plan in plans {
+                let md5 = LaneMD5(lanes: lanes)
+                var offset = 0
+                data.withUnsafeBytes { all in
+                    for update in plan {
+                        var pieces: [UnsafeRawBufferPointer] = []
+                        for size in update {
+                            pieces.append(UnsafeRawBufferPointer(rebasing: all[offset..<(offset + size)]))
+                            offset += size
+                        }
+                        md5.update(pieces)
+                    }
+                }
+                #expect(md5.finalize() == (try Crypto.md5(data.prefix(offset))), "plan \(plan), lanes \(lanes != nil)")
+            }
+        }
+    }
+
+    @Test("sixteen streams at once share passes, and each gets its own digest")
+    func concurrentStreamsShareLanes() throws {
+        let streams = (0..<16).map { Self.bytes(2 * 1024 * 1024 + $0 * 777, seed: UInt64(1000 + $0)) }
+        let results = Mutex([Int: [UInt8]]())
+        // A thread each (the pool of concurrentPerform has only as many as the CPU has cores).
+        let finished = DispatchGroup()
+        for index in streams.indices {
+            finished.enter()
+            Thread {
+                let md5 = LaneMD5()
+                streams[index].withUnsafeBytes { all in
+                    var offset = 0
+                    while offset < all.count {
+                        let size = min(256 * 1024 + index, all.count - offset)
+                        md5.update([UnsafeRawBufferPointer(rebasing: all[offset..<(offset + size)])])
+                        offset += size
+                    }
+                }
+                let digest = md5.finalize()
+                results.withLock { $0[index] = digest }
+                finished.leave()
+            }.start()
+        }
+        finished.wait()
+        for (index, stream) in streams.enumerated() {
+            let digest = results.withLock { $0[index] }
+            #expect(digest == (try Crypto.md5(stream)))
+        }
+        if let lanes = MD5Lanes.shared {
+            // Sixteen threads each wait on their own update: the thread of the lanes sees them together.
+            #expect(lanes.statistics.widest >= Int(tollgate_md5_fewest_lanes))
+        }
+    }
+}
