@@ -72,16 +72,19 @@ public final class LaneMD5: @unchecked Sendable {
     }
 }
 
-/// One thread that hashes the large updates of every `LaneMD5` of the process, up to
-/// `TOLLGATE_MD5_LANES` streams per pass (a pass: 16 KiB of each), taking in streams that
-/// arrive while it runs at the next pass. Fewer than three at once it hashes one after another
-/// with libcrypto, as their own threads would. Callers wait (blocked) for their update.
+/// Threads, one per core, that hash the large updates of every `LaneMD5` of the process, up to
+/// `TOLLGATE_MD5_LANES` streams per thread and pass (a pass: 16 KiB of each stream). An update
+/// joins a busy thread's free lane at its next pass, and wakes an idle thread only when no busy
+/// one has a lane free: streams fill a thread's lanes before they spread over cores, since eight
+/// streams in one thread cost about as much CPU as two or three hashed apart. A thread with
+/// fewer than three streams hashes them one after another with libcrypto. Callers wait
+/// (blocked) for their update.
 public final class MD5Lanes: @unchecked Sendable {
     /// The process's lanes; nil where the CPU has no vector kernel (then each stream hashes on
     /// its own thread with libcrypto, in parallel).
     public static let shared: MD5Lanes? = {
         let kernel = tollgate_md5_best_kernel()
-        return kernel > 0 ? MD5Lanes(kernel: kernel) : nil
+        return kernel > 0 ? MD5Lanes(kernel: kernel, threads: ProcessInfo.processInfo.activeProcessorCount) : nil
     }()
 
     private final class Job {
@@ -92,19 +95,27 @@ public final class MD5Lanes: @unchecked Sendable {
 
     private let kernel: Int32
     private let condition = NSCondition()
-    /// Guarded by `condition`.
+    /// Guarded by `condition`: updates no thread has taken yet, the lanes each thread uses
+    /// (0: idle), and the statistics.
     private var pending: [Job] = []
+    private var busy: [Int]
     private var passes = 0
     private var widest = 0
     /// Blocks per lane per pass: 16 KiB, so that a stream arriving during a pass waits at most
-    /// that long to join (a few tens of microseconds).
+    /// that long to join (a few tens of microseconds); a lone stream's passes are 64 KiB (about
+    /// 75 µs), fewer trips through the lock.
     static let passBlocks = 256
+    static let lonePassBlocks = 1024
+    private static let width = Int(TOLLGATE_MD5_LANES)
 
-    private init(kernel: Int32) {
+    private init(kernel: Int32, threads: Int) {
         self.kernel = kernel
-        let thread = Thread { [unowned self] in self.run() }
-        thread.name = "tollgate-md5"
-        thread.start()
+        busy = Array(repeating: 0, count: max(1, threads))
+        for index in busy.indices {
+            let thread = Thread { [unowned self] in self.run(index) }
+            thread.name = "tollgate-md5"
+            thread.start()
+        }
     }
 
     /// Passes run so far, and the most lanes any of them hashed together.
@@ -119,25 +130,28 @@ public final class MD5Lanes: @unchecked Sendable {
         let job = Job(lane)
         condition.lock()
         pending.append(job)
-        condition.signal()
+        let free = busy.reduce(0) { $0 + ($1 > 0 ? Self.width - $1 : 0) }
+        if pending.count > free { condition.signal() }
         condition.unlock()
         job.done.wait()
     }
 
-    private func run() {
+    private func run(_ thread: Int) {
         var active: [Job] = []
-        var lanes = [tollgate_md5_lane](repeating: tollgate_md5_lane(), count: Int(TOLLGATE_MD5_LANES))
+        var lanes = [tollgate_md5_lane](repeating: tollgate_md5_lane(), count: Self.width)
         while true {
             condition.lock()
+            busy[thread] = 0
             while active.isEmpty && pending.isEmpty { condition.wait() }
-            let joining = min(Int(TOLLGATE_MD5_LANES) - active.count, pending.count)
+            let joining = min(Self.width - active.count, pending.count)
             active += pending.prefix(joining)
             pending.removeFirst(joining)
+            busy[thread] = active.count
             passes += 1
             widest = max(widest, active.count)
             condition.unlock()
             for (index, job) in active.enumerated() { lanes[index] = job.lane }
-            _ = tollgate_md5_lanes(&lanes, Int32(active.count), Self.passBlocks, kernel)
+            _ = tollgate_md5_lanes(&lanes, Int32(active.count), active.count == 1 ? Self.lonePassBlocks : Self.passBlocks, kernel)
             var running: [Job] = []
             for (index, job) in active.enumerated() {
                 job.lane = lanes[index]
