@@ -4,8 +4,8 @@ import TollgateSignature
 
 // Signature verification and body checksums on their own, as the gateway runs them for every
 // request and every body byte. Release build, one core:
-//   swift build -c release --product SigBench && .build/release/SigBench [s3|oss|crc] [ITERATIONS]
-// With no mode it runs all three and prints the OSS V4 / S3 SigV4 ratio. For instruction counts
+//   swift build -c release --product SigBench && .build/release/SigBench [s3|oss|crc|md5] [ITERATIONS]
+// With no mode it runs all four and prints the OSS V4 / S3 SigV4 ratio. For instruction counts
 // that do not drift with the machine's load:
 //   valgrind --tool=callgrind .build/release/SigBench s3 20000
 let arguments = CommandLine.arguments
@@ -74,13 +74,53 @@ func crc() {
     }
 }
 
+/// The process's CPU time so far (user + system), in seconds.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+/// MD5 of 1 to 16 concurrent streams (a thread each, 32 MiB in 256 KiB updates, as uploads
+/// arrive): MB hashed per second of CPU, each stream hashing alone with libcrypto against the
+/// streams sharing `MD5Lanes`, and the ratio.
+func md5() {
+    let buffer = (0..<(256 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    let perStream = 32 << 20
+    func run(_ streams: Int, shared: Bool) -> Double {
+        let cpu = cpuSeconds()
+        let finished = DispatchGroup()
+        for _ in 0..<streams {
+            finished.enter()
+            Thread {
+                let md5 = LaneMD5(lanes: shared ? MD5Lanes.shared : nil)
+                buffer.withUnsafeBytes { bytes in
+                    for _ in 0..<(perStream / bytes.count) { md5.update([bytes]) }
+                }
+                _ = md5.finalize()
+                finished.leave()
+            }.start()
+        }
+        finished.wait()
+        return Double(streams * perStream) / 1e6 / (cpuSeconds() - cpu)
+    }
+    guard MD5Lanes.shared != nil else { return print("MD5: no multi-buffer kernel on this CPU (each stream hashes alone)") }
+    for streams in [1, 2, 4, 8, 16] {
+        let alone = run(streams, shared: false)
+        let lanes = run(streams, shared: true)
+        print("MD5, \(streams) streams: alone \(Int(alone)) MB per CPU-second, in lanes \(Int(lanes)) (\(String(format: "%.2f", lanes / alone)) ×)")
+    }
+}
+
 switch mode {
 case "s3": _ = s3()
 case "oss": _ = oss()
 case "crc": crc()
+case "md5": md5()
 default:
     let s3Time = s3()
     let ossTime = oss()
     print("OSS V4 / S3 SigV4: \(String(format: "%.2f", Double(ossTime) / Double(s3Time)))")
     crc()
+    md5()
 }
