@@ -17,6 +17,31 @@ void tollgate_md5_init(tollgate_md5_ctx *ctx) { MD5_Init((MD5_CTX *)ctx); }
 void tollgate_md5_update(tollgate_md5_ctx *ctx, const void *bytes, size_t count) { MD5_Update((MD5_CTX *)ctx, bytes, count); }
 void tollgate_md5_final(tollgate_md5_ctx *ctx, uint8_t digest[16]) { MD5_Final(digest, (MD5_CTX *)ctx); }
 
+static size_t fewest_blocks(const tollgate_md5_lane *lanes, int count, size_t limit) {
+    size_t rounds = limit;
+    for (int i = 0; i < count; i++) if (lanes[i].blocks < rounds) rounds = lanes[i].blocks;
+    return rounds;
+}
+
+/// One lane: libcrypto, piece by piece (a block split between pieces waits in the state).
+static size_t single_lane(tollgate_md5_lane *lane, size_t rounds) {
+    size_t left = rounds * 64;
+    while (left > 0) {
+        while (lane->offset == lane->pieces[lane->piece].count) { lane->piece++; lane->offset = 0; }
+        const tollgate_md5_piece *piece = &lane->pieces[lane->piece];
+        size_t take = piece->count - lane->offset;
+        if (take > left) take = left;
+        MD5_Update((MD5_CTX *)lane->ctx, piece->bytes + lane->offset, take);
+        lane->offset += take;
+        left -= take;
+    }
+    lane->blocks -= rounds;
+    return rounds;
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
 /// The next block of `lane`: in place when one piece holds it, else gathered into `scratch`.
 static const uint8_t *next_block(tollgate_md5_lane *lane, uint8_t scratch[64]) {
     while (lane->offset == lane->pieces[lane->piece].count) { lane->piece++; lane->offset = 0; }
@@ -46,31 +71,6 @@ static void count_bytes(tollgate_md5_ctx *ctx, size_t bytes) {
     ctx->Nh += (uint32_t)(bytes >> 29);
     ctx->Nl = low;
 }
-
-static size_t fewest_blocks(const tollgate_md5_lane *lanes, int count, size_t limit) {
-    size_t rounds = limit;
-    for (int i = 0; i < count; i++) if (lanes[i].blocks < rounds) rounds = lanes[i].blocks;
-    return rounds;
-}
-
-/// One lane: libcrypto, piece by piece (a block split between pieces waits in the state).
-static size_t single_lane(tollgate_md5_lane *lane, size_t rounds) {
-    size_t left = rounds * 64;
-    while (left > 0) {
-        while (lane->offset == lane->pieces[lane->piece].count) { lane->piece++; lane->offset = 0; }
-        const tollgate_md5_piece *piece = &lane->pieces[lane->piece];
-        size_t take = piece->count - lane->offset;
-        if (take > left) take = left;
-        MD5_Update((MD5_CTX *)lane->ctx, piece->bytes + lane->offset, take);
-        lane->offset += take;
-        left -= take;
-    }
-    lane->blocks -= rounds;
-    return rounds;
-}
-
-#if defined(__x86_64__)
-#include <immintrin.h>
 
 int tollgate_md5_best_kernel(void) {
     if (__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512f")) return 2;
