@@ -136,9 +136,9 @@ static inline void transpose(const uint8_t *const blocks[8], int half, __m256i o
 #undef I
 
 size_t tollgate_md5_lanes(tollgate_md5_lane *lanes, int count, size_t limit, int kernel) {
+    if (count > TOLLGATE_MD5_LANES) count = TOLLGATE_MD5_LANES;
     size_t rounds = fewest_blocks(lanes, count, limit);
     if (rounds == 0) return 0;
-    if (count > 8) count = 8;
     if (count < tollgate_md5_fewest_lanes || kernel == 0) {
         for (int i = 0; i < count; i++) single_lane(&lanes[i], rounds);
         return rounds;
