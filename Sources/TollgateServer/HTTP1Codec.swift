@@ -57,6 +57,21 @@ import Glibc
 /// than it found it (its client is not reading). Changes at any other time pass as they come,
 /// so Hummingbird's writer still waits for a slow client.
 ///
+/// It is also where a connection's persistence is decided, once for both listeners, so that a
+/// proxy that pools connections can never read one request's answer as another's (RFC 9112 §9.6):
+///
+/// - A request that ends the connection (HTTP/1.0 without `keep-alive`, `Connection: close`,
+///   `CONNECT`, and a GET, HEAD or DELETE announcing a body, whose bytes may be the next
+///   request's) gets `Connection: close` on its answer, and nothing read after it reaches the
+///   server: later requests on the connection are neither run nor answered.
+/// - An answer that says `Connection: close` (its responder's decision: a refused
+///   `Expect: 100-continue`, say) ends the connection once it is written.
+/// - An answer whose body falls short of its `Content-Length` (or would pass it: the extra part
+///   is refused) cannot be followed by another on the same connection: it is closed after it.
+/// - An answer to HTTP/1.0 without a length is delimited by the close, not chunked.
+/// - A non-2xx answer to `CONNECT` is framed as any answer (RFC 9110 §9.3.6: only a 2xx one
+///   starts a tunnel and carries no framing).
+///
 /// `EventLoopPinnedChannel` swaps it in for NIO's handlers when it sets a connection up.
 final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -72,12 +87,33 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
     /// What the response to a request may carry, by the request's method.
     private enum Answering { case other, head, connect }
 
+    /// A request read and not answered yet.
+    private struct Unanswered {
+        var answering: Answering
+        /// The connection ends after its answer (see above).
+        var closes: Bool
+        /// HTTP/1.0: an answer without a length is delimited by the close.
+        var http10: Bool
+    }
+
     /// The requests read and not answered yet, oldest first (more than one when pipelined).
-    private var unanswered = CircularBuffer<Answering>(initialCapacity: 4)
-    /// The response being written answers HEAD or CONNECT: it has no body.
+    private var unanswered = CircularBuffer<Unanswered>(initialCapacity: 4)
+    /// The response being written may have no body (HEAD, 1xx, 204, 304, 2xx to CONNECT).
     private var bodyless = false
     /// The response being written is framed in chunks.
     private var chunked = false
+    /// The response being written declared this many body bytes (`Content-Length`); nil otherwise.
+    private var declaredLength: Int64?
+    /// Body bytes written of the response being written.
+    private var sentLength: Int64 = 0
+    /// The connection ends once the response being written has ended.
+    private var closesAfterResponse = false
+    /// A request that ends the connection was read: its body and end pass on, nothing after them.
+    private var lastRequestRead = false
+    /// Parts of requests after that one: dropped.
+    private var droppingRequests = false
+    /// The connection's last response has ended: nothing more is written.
+    private var finished = false
     /// A span is being sent: writability changes are held back (see above).
     private var sendingSpan = false
 
@@ -108,9 +144,20 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        // Requests after one that ends the connection are not the server's to run (RFC 9112
+        // §9.6); that one's body and end still pass.
+        if droppingRequests { return }
+        if case .head = part, lastRequestRead {
+            droppingRequests = true
+            return
+        }
+        switch part {
         case .head(let head):
-            unanswered.append(head.method == .HEAD ? .head : head.method == .CONNECT ? .connect : .other)
+            let closes = Self.endsTheConnection(head)
+            unanswered.append(Unanswered(answering: head.method == .HEAD ? .head : head.method == .CONNECT ? .connect : .other,
+                                         closes: closes, http10: head.version.major == 1 && head.version.minor == 0))
+            if closes { lastRequestRead = true }
             do {
                 context.fireChannelRead(wrapInboundOut(.head(try Self.request(head))))
             } catch {
@@ -123,11 +170,29 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// Whether the connection ends after the answer to `head` (see above).
+    static func endsTheConnection(_ head: HTTPRequestHead) -> Bool {
+        if !head.isKeepAlive || head.method == .CONNECT { return true }
+        switch head.method {
+        case .GET, .HEAD, .DELETE:
+            // A body where none belongs: if the client does not send it, the next request's bytes
+            // would be read as this one's body.
+            if head.headers.contains(name: "transfer-encoding") { return true }
+            return head.headers[canonicalForm: "content-length"].contains { $0 != "0" }
+        default:
+            return false
+        }
+    }
+
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if !sendingSpan { context.fireChannelWritabilityChanged() }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard !finished else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
         switch unwrapOutboundIn(data) {
         case .head(let response):
             context.write(wrapOutboundOut(.byteBuffer(encode(response, allocator: context.channel.allocator))), promise: promise)
@@ -135,11 +200,27 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
             writeBody(.byteBuffer(body), context: context, promise: promise)
         case .end(let trailers):
             bodyless = false
-            if chunked {
-                context.write(wrapOutboundOut(.byteBuffer(Self.lastChunk(trailers, allocator: context.channel.allocator))), promise: promise)
-            } else if let promise {
-                // Nothing to write, but the promise completes in order with the writes before it.
-                context.write(wrapOutboundOut(.byteBuffer(context.channel.allocator.buffer(capacity: 0))), promise: promise)
+            // Short of its length: the client would read the next answer as the rest of this one.
+            if let declaredLength, sentLength < declaredLength { closesAfterResponse = true }
+            declaredLength = nil
+            let last = chunked ? Self.lastChunk(trailers, allocator: context.channel.allocator) : nil
+            guard closesAfterResponse else {
+                if let last {
+                    context.write(wrapOutboundOut(.byteBuffer(last)), promise: promise)
+                } else if let promise {
+                    // Nothing to write, but the promise completes in order with the writes before it.
+                    context.write(wrapOutboundOut(.byteBuffer(context.channel.allocator.buffer(capacity: 0))), promise: promise)
+                }
+                return
+            }
+            // The last response: once it is on the wire, the connection ends.
+            finished = true
+            let written = context.eventLoop.makePromise(of: Void.self)
+            context.writeAndFlush(wrapOutboundOut(.byteBuffer(last ?? context.channel.allocator.buffer(capacity: 0))), promise: written)
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            written.futureResult.whenComplete { result in
+                promise?.completeWith(result)
+                bound.value.close(promise: nil)
             }
         }
     }
@@ -175,10 +256,18 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
     /// `TCP_CORK`, set while a span is flushed (see above).
     static let cork = ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: TCP_CORK))
 
-    /// A body part, in a chunk when the response is chunked; refused when it may have no body.
+    /// A body part, in a chunk when the response is chunked; refused when it may have no body, or
+    /// would take the body past its `Content-Length` (the connection then ends after the response).
     private func writeBody(_ body: IOData, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
         if bodyless {
             promise?.fail(NIOHTTPResponseEncoderError.responseBodyNotAllowed)
+            return
+        }
+        sentLength += Int64(body.readableBytes)
+        if let declaredLength, sentLength > declaredLength {
+            sentLength -= Int64(body.readableBytes)
+            closesAfterResponse = true
+            promise?.fail(ResponseTooLong(declared: declaredLength))
         } else if chunked && body.readableBytes > 0 {
             var size = context.channel.allocator.buffer(capacity: 16)
             size.writeString(String(body.readableBytes, radix: 16))
@@ -192,27 +281,43 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// The response head in HTTP/1.1, framed as NIO's encoder frames it.
+    /// The body a response had more of than its `Content-Length` said (the part is refused).
+    struct ResponseTooLong: Error {
+        let declared: Int64
+    }
+
+    /// The response head in HTTP/1.1, framed as NIO's encoder frames it (but for the rules above).
     private func encode(_ response: HTTPResponse, allocator: ByteBufferAllocator) -> ByteBuffer {
         // NIO's status: its own reason phrase for the codes it names.
         let status = HTTPResponseStatus(statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase)
-        var connect = false
-        if !(100..<200).contains(status.code) || status.code == 101, let request = unanswered.popFirst() {
-            bodyless = request != .other
-            connect = request == .connect
+        let final = !(100..<200).contains(status.code) || status.code == 101
+        var tunnel = false, http10 = false
+        if final, let request = unanswered.popFirst() {
+            tunnel = request.answering == .connect && (200..<300).contains(status.code)
+            bodyless = request.answering == .head || tunnel
+            http10 = request.http10
+            closesAfterResponse = request.closes
         }
         let fields = response.headerFields
+        if final, fields[values: .connection].contains(where: Self.saysClose) { closesAfterResponse = true }
         // Which framing headers go: both when there can be no body; a Transfer-Encoding beside
-        // a Content-Length; any other Transfer-Encoding, for `chunked` (added last).
-        let mayHaveBody = !connect && status.mayHaveResponseBody
+        // a Content-Length; any other Transfer-Encoding, for `chunked` (added last; for HTTP/1.0,
+        // which has no chunks, the body ends with the connection instead).
+        let mayHaveBody = !tunnel && status.mayHaveResponseBody
         let dropsLength = !mayHaveBody
-        let addsChunked = mayHaveBody && !fields.contains(.contentLength)
+        let unframed = mayHaveBody && !fields.contains(.contentLength)
+        if unframed && http10 { closesAfterResponse = true }
+        let addsChunked = unframed && !http10
         chunked = addsChunked && !bodyless
+        sentLength = 0
+        declaredLength = mayHaveBody && !bodyless ? fields[.contentLength].flatMap { Int64($0) } : nil
+        let addsClose = final && closesAfterResponse && !fields[values: .connection].contains(where: Self.saysClose)
 
         let reason = status.reasonPhrase
         // One copy into a buffer of the head's length, counted first: each separate write to a
         // `ByteBuffer` costs more than the bytes it copies.
         var length = "HTTP/1.1 000 \r\n\r\n".utf8.count + reason.utf8.count + (addsChunked ? Self.chunkedField.utf8CodeUnitCount : 0)
+            + (addsClose ? Self.closeField.utf8CodeUnitCount : 0)
         for field in fields { length += HeadWriter.length(of: field) }
         return HeadWriter.buffer(length: length, allocator: allocator) { head in
             head.append(static: "HTTP/1.1 ")
@@ -230,11 +335,18 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
                 head.append(field)
             }
             if addsChunked { head.append(static: Self.chunkedField) }
+            if addsClose { head.append(static: Self.closeField) }
             head.append(static: "\r\n")
         }
     }
 
     private static let chunkedField: StaticString = "transfer-encoding: chunked\r\n"
+    private static let closeField: StaticString = "connection: close\r\n"
+
+    /// A `Connection` value with the `close` option.
+    static func saysClose(_ value: String) -> Bool {
+        value.lowercased().split(separator: ",").contains { $0.filter { $0 != " " && $0 != "\t" } == "close" }
+    }
 
     /// The last chunk and the trailers, in one copy.
     private static func lastChunk(_ trailers: HTTPFields?, allocator: ByteBufferAllocator) -> ByteBuffer {

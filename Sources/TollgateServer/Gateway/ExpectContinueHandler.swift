@@ -9,8 +9,12 @@ import NIOHTTPTypes
 /// policy accepted the request: it then triggers ``SendContinue`` on the channel and this handler
 /// writes `100 Continue`. A request refused before that gets its refusal instead, and the client
 /// never sends the body it announced; since the connection's next bytes are then unknown (the
-/// body, or the next request), the refusal carries `Connection: close` and the connection is
-/// closed after it, as RFC 9110 §10.1.1 allows.
+/// body, or the next request), the refusal carries `Connection: close`, and `HTTP1Codec` closes
+/// the connection after it, as RFC 9110 §10.1.1 allows.
+///
+/// Requests may be pipelined: the expectation is kept per request read and not yet answered,
+/// in order, and each final answer settles the oldest. `SendContinue` is for the oldest too,
+/// the one the responder is answering.
 final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -20,19 +24,12 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// The outbound user event a responder triggers once it will read the body.
     struct SendContinue: Sendable {}
 
-    private enum State {
-        case idle
-        /// The current request expects 100-continue, not sent yet.
-        case pending
-        /// The final response went out without 100: close after its end.
-        case closeAfterResponse
-    }
-
-    private var state = State.idle
+    /// For each request read and not answered yet, oldest first: it expects 100-continue, not sent yet.
+    private var expecting = CircularBuffer<Bool>(initialCapacity: 4)
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = unwrapInboundIn(data) {
-            state = head.headerFields[.expect]?.lowercased() == "100-continue" ? .pending : .idle
+            expecting.append(head.headerFields[.expect]?.lowercased() == "100-continue")
         }
         context.fireChannelRead(data)
     }
@@ -42,8 +39,8 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
             context.triggerUserOutboundEvent(event, promise: promise)
             return
         }
-        if case .pending = state {
-            state = .idle
+        if expecting.first == true {
+            expecting[expecting.startIndex] = false
             context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: promise)
         } else {
             promise?.succeed()
@@ -51,26 +48,11 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        switch unwrapOutboundIn(data) {
-        case .head(var response) where response.status.kind != .informational:
-            if case .pending = state {
-                state = .closeAfterResponse
-                response.headerFields[.connection] = "close"
-                context.write(wrapOutboundOut(.head(response)), promise: promise)
-                return
-            }
-        case .end:
-            if case .closeAfterResponse = state {
-                state = .idle
-                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-                context.writeAndFlush(data).whenComplete { result in
-                    promise?.completeWith(result)
-                    bound.value.close(promise: nil)
-                }
-                return
-            }
-        default:
-            break
+        if case .head(var response) = unwrapOutboundIn(data), response.status.kind != .informational,
+           let stillExpecting = expecting.popFirst(), stillExpecting {
+            response.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(response)), promise: promise)
+            return
         }
         context.write(data, promise: promise)
     }

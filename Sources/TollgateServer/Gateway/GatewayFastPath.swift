@@ -27,8 +27,8 @@ import TollgateStore
 /// It sits after Hummingbird's `HTTPConnectionStateHandler`, so the idle timeout and graceful
 /// shutdown see the requests answered here like any other. Answers keep their requests' order:
 /// while a request handed on is unanswered, every later one is handed on too; while the store
-/// is asked, later request parts wait here and the connection is not read further (as NIO's
-/// `HTTPServerPipelineHandler` holds pipelined requests). A request answered here has no body
+/// is asked, later request parts, and any error reading the connection, wait here and the
+/// connection is not read further (as NIO's `HTTPServerPipelineHandler` holds pipelined requests). A request answered here has no body
 /// (none is announced), so its end is all that follows its head. While the connection is not
 /// writable (its client does not read what it asked for), requests are handed on too, and
 /// Hummingbird's responder waits for the client, which stops the reading of further requests:
@@ -48,8 +48,15 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var answered = false
     /// The head of the request whose answer the store is preparing, if any.
     private var asking: HTTPRequest?
-    /// Request parts that arrived while the store was asked, oldest first.
-    private var waiting = CircularBuffer<HTTPRequestPart>()
+    /// What arrived while the store was asked, oldest first.
+    private var waiting = CircularBuffer<Arrival>()
+
+    /// A request part, or an error reading the connection (a malformed request): an error is
+    /// passed on in its turn too, or its 400 would go out before the answers due before it.
+    private enum Arrival {
+        case part(HTTPRequestPart)
+        case error(any Error)
+    }
     /// A read was asked for while the store was asked: it is passed on once the answer is written.
     private var readDeferred = false
     private var closed = false
@@ -67,9 +74,17 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         if asking != nil {
-            waiting.append(part)
+            waiting.append(.part(part))
         } else {
             receive(part, context: context)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if asking != nil {
+            waiting.append(.error(error))
+        } else {
+            context.fireErrorCaught(error)
         }
     }
 
@@ -135,7 +150,12 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             handedOn += 1
             context.fireChannelRead(wrapInboundOut(.head(head)))
         }
-        while asking == nil, let part = waiting.popFirst() { receive(part, context: context) }
+        while asking == nil, let arrival = waiting.popFirst() {
+            switch arrival {
+            case .part(let part): receive(part, context: context)
+            case .error(let error): context.fireErrorCaught(error)
+            }
+        }
         context.fireChannelReadComplete()
         if asking == nil, readDeferred {
             readDeferred = false
@@ -164,7 +184,8 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A GET or HEAD without a body, without `Expect` and without `Origin` (CORS rules may need
-    /// the store), on a connection that stays open: the rest go to Hummingbird.
+    /// the store): the rest go to Hummingbird. (Whether the connection stays open after the
+    /// answer is `HTTP1Codec`'s to decide, for every answer alike.)
     static func mayAnswer(_ head: HTTPRequest) -> Bool {
         guard head.method == .get || head.method == .head else { return false }
         // One pass over the fields (a presigned GET has few): a sign of any of these is enough.
@@ -172,7 +193,6 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             switch field.name {
             case .transferEncoding, .expect, .origin: return false
             case .contentLength where field.value != "0": return false
-            case .connection where field.value.lowercased().contains("close"): return false
             default: continue
             }
         }

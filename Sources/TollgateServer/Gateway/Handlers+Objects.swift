@@ -99,13 +99,14 @@ extension Gateway {
         if typed { xml.element("ChecksumType", Self.checksumType(fullObject: checksum.partCount == nil)) }
     }
 
-    /// OSS GetObjectMeta: ETag, size and time only.
+    /// OSS GetObjectMeta: ETag, size and time only. OSS SDKs send it as HEAD, whose
+    /// `Content-Length` is the object's; sent as GET, the answer has no body, so it says 0.
     func getObjectMeta(_ call: Call, bucket: String, key: String) async throws -> Response {
         let info = try await store.headObject(bucket: bucket, key: key)
         return empty(headers: [
             .eTag: info.etag, .lastModified: WireDate.httpDate(info.lastModifiedSeconds),
             HTTPField.Name("x-oss-object-size")!: String(info.size),
-        ]).with(contentLength: info.size)
+        ]).with(contentLength: call.head.method == .head ? info.size : 0)
     }
 
     /// If-Match / If-Unmodified-Since (412) and If-None-Match / If-Modified-Since (304), with
