@@ -57,10 +57,11 @@ public enum Subject {
     /// Nil when `subject` is acceptable; otherwise why not. A subject that could widen what a
     /// policy grants is refused, never rewritten: `/` (it would name a sub-prefix of another
     /// user's space), `*`, `?`, `$` (wildcards and variables, though substituted values are
-    /// matched literally), `..`, control characters, empty or longer than 128 characters.
+    /// matched literally), `..`, control characters, empty or longer than 128 bytes of UTF-8
+    /// (bytes, not characters: one grapheme can be thousands of bytes).
     public static func problem(_ subject: String) -> String? {
         if subject.isEmpty { return "the subject is empty" }
-        if subject.count > maxLength { return "the subject is longer than \(maxLength) characters" }
+        if subject.utf8.count > maxLength { return "the subject is longer than \(maxLength) bytes" }
         if subject.contains("..") { return "the subject contains \"..\"" }
         for scalar in subject.unicodeScalars {
             switch scalar {

@@ -139,10 +139,15 @@ public enum JWTVerifier {
         if case .number(let iat)? = claims["iat"], iat > now.timeIntervalSince1970 + leeway {
             throw .invalidToken("the token was issued in the future")
         }
-        guard let subject = claims[provider.subjectClaim]?.scalarText else {
+        // A string, as RFC 7519 has `sub`: a number or a boolean is not a user's name.
+        guard let subjectClaim = claims[provider.subjectClaim] else {
             throw .rejectedClaim("The token has no \(provider.subjectClaim) claim.")
         }
-        if let problem = Subject.problem(subject) { throw .rejectedClaim("The subject is not allowed: \(problem).") }
+        guard case .string(let claimed) = subjectClaim else {
+            throw .rejectedClaim("The token's \(provider.subjectClaim) claim is \(subjectClaim.kind), not a string.")
+        }
+        let subject = provider.subjectPrefix + claimed
+        if let problem = Subject.problem(claimed) ?? Subject.problem(subject) { throw .rejectedClaim("The subject is not allowed: \(problem).") }
         return VerifiedIdentity(provider: provider.name, issuer: provider.issuer, subject: subject, claims: claims,
                                 expiresAt: Date(timeIntervalSince1970: exp), audience: audiences.first(where: provider.audiences.contains))
     }

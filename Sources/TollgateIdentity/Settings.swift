@@ -53,11 +53,14 @@ public struct WebhookSettings: Sendable, Equatable {
     public var timeoutMilliseconds: Int
     /// How long an answer is reused for the same token.
     public var cacheSeconds: Int
+    /// Put before the user it names (see `ProviderSettings.subjectPrefix`).
+    public var subjectPrefix: String
 
-    public init(url: String, timeoutMilliseconds: Int = 2000, cacheSeconds: Int = 60) {
+    public init(url: String, timeoutMilliseconds: Int = 2000, cacheSeconds: Int = 60, subjectPrefix: String = "") {
         self.url = url
         self.timeoutMilliseconds = timeoutMilliseconds
         self.cacheSeconds = cacheSeconds
+        self.subjectPrefix = subjectPrefix
     }
 }
 
@@ -80,10 +83,14 @@ public struct ProviderSettings: Sendable, Equatable {
     public var hmacSecret: [UInt8]?
     /// Claims carried into the token as `${jwt:NAME}` / `jwt:NAME` condition keys.
     public var carriedClaims: [String]
+    /// Put before the subject claim to make the user's name (`${user}`): with more than one
+    /// identity source, each has its own, so that `alice` of one is never `alice` of another.
+    public var subjectPrefix: String
 
     public init(name: String, issuer: String, jwksURL: String?, discoveryURL: String?, audiences: [String],
                 algorithms: [JWTAlgorithmName], subjectClaim: String = "sub", leewaySeconds: Int = 60,
-                hmacSecret: [UInt8]? = nil, carriedClaims: [String] = []) {
+                hmacSecret: [UInt8]? = nil, carriedClaims: [String] = [], subjectPrefix: String = "") {
+        self.subjectPrefix = subjectPrefix
         self.name = name
         self.issuer = issuer
         self.jwksURL = jwksURL
@@ -206,6 +213,35 @@ public enum JSONValue: Sendable, Equatable, Decodable {
         case .number(let n): n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
         default: nil
         }
+    }
+
+    /// What kind of value this is, for messages ("a number").
+    public var kind: String {
+        switch self {
+        case .string: "a string"
+        case .number: "a number"
+        case .bool: "a boolean"
+        case .array: "an array"
+        case .object: "an object"
+        case .null: "null"
+        }
+    }
+
+    /// A number read from outside (a webhook's answer, a config file) as an `Int` within
+    /// `range`: a whole number inside it as it is, one beyond it clamped to it; nil for a
+    /// fraction or anything but a number. Every such conversion goes through here, since
+    /// `Int(_: Double)` traps on a value that does not fit (`1e19`).
+    public func integer(clampedTo range: ClosedRange<Int>) -> Int? {
+        guard case .number(let number) = self, number == number.rounded() else { return nil }
+        if number <= Double(range.lowerBound) { return range.lowerBound }
+        if number >= Double(range.upperBound) { return range.upperBound }
+        return Int(number)
+    }
+
+    /// A whole number within `range`, exactly; nil otherwise (config values that must be in range).
+    public func integer(in range: ClosedRange<Int>) -> Int? {
+        guard case .number(let number) = self, let exact = Int(exactly: number), range.contains(exact) else { return nil }
+        return exact
     }
 
     /// Every scalar as text: the value itself, or each element of an array.

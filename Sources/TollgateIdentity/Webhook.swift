@@ -13,6 +13,8 @@ public final class Webhook: Sendable {
     let post: Post
     let answers = Mutex<[String: (identity: VerifiedIdentity, until: Date)]>([:])
     static let cacheCapacity = 4096
+    /// The longest validity of any credentials (TokenExpireTime's maximum).
+    static let longestValiditySeconds = 43200
 
     public init(settings: WebhookSettings, post: @escaping Post) {
         self.settings = settings
@@ -32,7 +34,7 @@ public final class Webhook: Sendable {
             let reason = (try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["reason"] as? String
             throw .invalidToken("the app's login refused it" + (reason.map { ": \($0)" } ?? ""))
         }
-        let identity = try Self.identity(from: answer.body, now: now)
+        let identity = try Self.identity(from: answer.body, now: now, subjectPrefix: settings.subjectPrefix)
         if token.utf8.count <= VerifiedTokens.maxTokenLength {
             let until = min(identity.expiresAt, now.addingTimeInterval(TimeInterval(settings.cacheSeconds)))
             answers.withLock { answers in
@@ -44,20 +46,24 @@ public final class Webhook: Sendable {
     }
 
     /// `{"user": …, "role"?: …, "claims"?: {…}, "maxValiditySeconds"?: …}`.
-    static func identity(from body: [UInt8], now: Date) throws(IdentityError) -> VerifiedIdentity {
+    static func identity(from body: [UInt8], now: Date, subjectPrefix: String = "") throws(IdentityError) -> VerifiedIdentity {
         guard let answer = try? JSONDecoder().decode([String: JSONValue].self, from: Data(body)),
-              case .string(let user)? = answer["user"]
+              case .string(let named)? = answer["user"]
         else { throw .communication("the login webhook's answer has no \"user\"") }
-        if let problem = Subject.problem(user) { throw .rejectedClaim("The subject is not allowed: \(problem).") }
+        let user = subjectPrefix + named
+        if let problem = Subject.problem(named) ?? Subject.problem(user) { throw .rejectedClaim("The subject is not allowed: \(problem).") }
         var claims: [String: JSONValue] = [:]
         if case .object(let given)? = answer["claims"] { claims = given }
         claims["sub"] = .string(user)
         var role: String?
         if case .string(let named)? = answer["role"] { role = named }
+        // Below 1 or a fraction: no bound. Beyond the longest validity any token has: that.
         var validity: Int?
-        if case .number(let seconds)? = answer["maxValiditySeconds"], seconds >= 1 { validity = Int(seconds) }
+        if case .number(let seconds)? = answer["maxValiditySeconds"], seconds >= 1 {
+            validity = answer["maxValiditySeconds"]?.integer(clampedTo: 1...Self.longestValiditySeconds)
+        }
         return VerifiedIdentity(provider: "webhook", issuer: "webhook", subject: user, claims: claims,
-                                expiresAt: now.addingTimeInterval(TimeInterval(validity ?? 43200)), audience: nil,
+                                expiresAt: now.addingTimeInterval(TimeInterval(validity ?? Self.longestValiditySeconds)), audience: nil,
                                 role: role, maxValiditySeconds: validity)
     }
 }

@@ -5,7 +5,7 @@ import TollgateIdentity
 extension TollgateConfig {
     static let authenticationKeys = ["AllowAnonymous", "Providers", "RoleRules", "DefaultRole", "Webhook"]
     static let providerKeys = ["Name", "Issuer", "JWKSURL", "DiscoveryURL", "Audiences", "Algorithms", "SubjectClaim",
-                               "LeewaySeconds", "HMACSecretEnv", "Claims"]
+                               "LeewaySeconds", "HMACSecretEnv", "Claims", "SubjectPrefix"]
 
     static func parseAuthentication(_ value: JSONValue?, path: String, roles: Set<String>,
                                     environment: [String: String]) throws(ConfigError) -> (AuthenticationSettings?, unknown: [String]) {
@@ -44,16 +44,22 @@ extension TollgateConfig {
             func number(_ key: String, _ range: ClosedRange<Int>, default value: Int) throws(ConfigError) -> Int {
                 switch object[key] {
                 case nil, .null?: return value
-                case .number(let n)? where n == n.rounded() && range.contains(Int(exactly: n) ?? -1): return Int(n)
-                default: throw fail("Webhook.\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+                case let given?:
+                    guard let number = given.integer(in: range) else {
+                        throw fail("Webhook.\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+                    }
+                    return number
                 }
             }
             webhook = WebhookSettings(url: url, timeoutMilliseconds: try number("TimeoutMs", 1...30_000, default: 2000),
-                                      cacheSeconds: try number("CacheSeconds", 0...3600, default: 60))
-            unknown += object.keys.filter { !["URL", "TimeoutMs", "CacheSeconds"].contains($0) }.sorted().map { "Authentication.Webhook.\($0)" }
+                                      cacheSeconds: try number("CacheSeconds", 0...3600, default: 60),
+                                      subjectPrefix: try subjectPrefix(object["SubjectPrefix"], at: "Webhook", fail: fail))
+            unknown += object.keys.filter { !["URL", "TimeoutMs", "CacheSeconds", "SubjectPrefix"].contains($0) }.sorted()
+                .map { "Authentication.Webhook.\($0)" }
         default:
             throw fail("Webhook must be an object with URL")
         }
+        try checkSubjectPrefixes(providers: providers, webhook: webhook, fail: fail)
         guard !providers.isEmpty || webhook != nil || allowAnonymous else {
             throw fail("list at least one provider in Providers or a Webhook, or set AllowAnonymous to true")
         }
@@ -83,6 +89,40 @@ extension TollgateConfig {
         }
         return (AuthenticationSettings(allowAnonymous: allowAnonymous, providers: providers, roleRules: rules,
                                        defaultRole: defaultRole, webhook: webhook), unknown)
+    }
+
+    /// A source's `SubjectPrefix`: text a subject may contain (`google:`, `corp.`), or none.
+    static func subjectPrefix(_ value: JSONValue?, at: String, fail: (String) -> ConfigError) throws(ConfigError) -> String {
+        switch value {
+        case nil, .null?: return ""
+        case .string(let prefix)?:
+            if let problem = Subject.problem(prefix + "x") {
+                throw fail("\(at).SubjectPrefix \"\(prefix)\" cannot begin a user's name: \(problem)")
+            }
+            return prefix
+        default: throw fail("\(at).SubjectPrefix must be a string")
+        }
+    }
+
+    /// With more than one identity source (providers, the webhook), two could name the same
+    /// user (`alice` at one provider and `alice` at another would share `${user}`'s space). So
+    /// each must then have a `SubjectPrefix`, and none may begin another (`a` and `ab`: `a`+`bx`
+    /// is `ab`+`x`): the names of different sources can then never be the same.
+    static func checkSubjectPrefixes(providers: [ProviderSettings], webhook: WebhookSettings?,
+                                     fail: (String) -> ConfigError) throws(ConfigError) {
+        var sources = providers.enumerated().map { ("Providers[\($0.offset)] (\($0.element.issuer))", $0.element.subjectPrefix) }
+        if let webhook { sources.append(("Webhook", webhook.subjectPrefix)) }
+        guard sources.count > 1 else { return }
+        if let unprefixed = sources.first(where: { $0.1.isEmpty }) {
+            throw fail("\(unprefixed.0) needs a SubjectPrefix: with \(sources.count) identity sources, two could name the same user "
+                + "and share one ${user} space; give each source its own prefix (for example \"google:\")")
+        }
+        for (index, first) in sources.enumerated() {
+            for second in sources[(index + 1)...] where first.1.hasPrefix(second.1) || second.1.hasPrefix(first.1) {
+                throw fail("the SubjectPrefix \"\(first.1)\" of \(first.0) and \"\(second.1)\" of \(second.0) overlap: "
+                    + "a user of one could be named like a user of the other; use prefixes that do not begin one another")
+            }
+        }
     }
 
     private static func parseProvider(_ object: [String: JSONValue], index: Int, fail: (String) -> ConfigError,
@@ -137,8 +177,9 @@ extension TollgateConfig {
         var leeway = 60
         switch object["LeewaySeconds"] {
         case nil, .null?: break
-        case .number(let number)? where number == number.rounded() && (0...600).contains(number): leeway = Int(number)
-        default: throw fail("\(at).LeewaySeconds must be a whole number from 0 to 600")
+        case let given?:
+            guard let number = given.integer(in: 0...600) else { throw fail("\(at).LeewaySeconds must be a whole number from 0 to 600") }
+            leeway = number
         }
         let claims = try strings("Claims") ?? []
         for claim in claims where claim.isEmpty || !claim.utf8.allSatisfy({ $0 < 0x80 && (Character(UnicodeScalar($0)).isLetter || Character(UnicodeScalar($0)).isNumber || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")) }) {
@@ -147,7 +188,7 @@ extension TollgateConfig {
         let provider = ProviderSettings(
             name: name, issuer: issuer, jwksURL: jwksURL, discoveryURL: discoveryURL, audiences: audiences,
             algorithms: algorithms, subjectClaim: try string("SubjectClaim") ?? "sub", leewaySeconds: leeway,
-            hmacSecret: hmacSecret, carriedClaims: claims
+            hmacSecret: hmacSecret, carriedClaims: claims, subjectPrefix: try subjectPrefix(object["SubjectPrefix"], at: at, fail: fail)
         )
         let unknown = object.keys.filter { !providerKeys.contains($0) }.sorted().map { "Authentication.\(at).\($0)" }
         return (provider, unknown)

@@ -67,9 +67,11 @@ public struct CORSSettings: Sendable, Equatable {
         }
         switch members["MaxAgeSeconds"] {
         case nil, .null?: break
-        case .number(let seconds)? where seconds == seconds.rounded() && seconds >= 0 && seconds <= 86_400:
-            rule.maxAgeSeconds = Int(seconds)
-        default: throw ConfigError(file: file, "\(path).MaxAgeSeconds must be a whole number of seconds from 0 to 86400")
+        case let given?:
+            guard let seconds = given.integer(in: 0...86_400) else {
+                throw ConfigError(file: file, "\(path).MaxAgeSeconds must be a whole number of seconds from 0 to 86400")
+            }
+            rule.maxAgeSeconds = seconds
         }
         return rule
     }

@@ -341,10 +341,11 @@ public struct TollgateConfig: Sendable {
                     throw fail(key, "a whole number of seconds, as a number or a string (got \"\(string)\")")
                 }
                 return number
-            case .number(let number) where number == number.rounded() && abs(number) < 1e15:
-                return Int(number)
-            default:
-                throw fail(key, "a whole number, as a number or a string")
+            case let given?:
+                guard let number = given.integer(in: -999_999_999_999_999...999_999_999_999_999) else {
+                    throw fail(key, "a whole number, as a number or a string")
+                }
+                return number
             }
         }
 
@@ -394,8 +395,11 @@ public struct TollgateConfig: Sendable {
                     var seconds: Int?
                     switch fields["MaxSessionSeconds"] {
                     case nil, .null?: break
-                    case .number(let number)? where number == number.rounded() && abs(number) < 1e9: seconds = Int(number)
-                    default: throw fail("Roles.\(name).MaxSessionSeconds", "a whole number of seconds")
+                    case let given?:
+                        guard let number = given.integer(in: 0...999_999_999) else {
+                            throw fail("Roles.\(name).MaxSessionSeconds", "a whole number of seconds")
+                        }
+                        seconds = number
                     }
                     roles[name] = (file, seconds)
                 default:

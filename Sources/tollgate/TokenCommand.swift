@@ -120,7 +120,9 @@ extension TokenCommand {
         /// The earliest time listed, formatted as the records are.
         static func cutoff(_ text: String, now: Date) -> String? {
             let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
-            if let unit = text.last.flatMap({ units[$0] }), let count = Double(text.dropLast()), count >= 0 {
+            // At most a century back: a larger count (`1e300d`) is no date at all.
+            if let unit = text.last.flatMap({ units[$0] }), let count = Double(text.dropLast()), count >= 0,
+               count * unit <= 100 * 365 * 86400 {
                 return WireDate.iso8601(now.addingTimeInterval(-count * unit))
             }
             return WireDate.parseISO8601(text).map { WireDate.iso8601(Date(timeIntervalSince1970: $0)) }

@@ -33,7 +33,7 @@ struct Fixture {
     var jwksJSON: String { #"{"keys":[\#(Self.jwk(key, kid: "k1"))]}"# }
     var jwks: JWKS { try! JSONDecoder().decode(JWKS.self, from: Data(jwksJSON.utf8)) }
 
-    func token(_ claims: TestClaims = TestClaims(), kid: String? = "k1", key: ES256PrivateKey? = nil) async throws -> String {
+    func token(_ claims: some JWTPayload = TestClaims(), kid: String? = "k1", key: ES256PrivateKey? = nil) async throws -> String {
         let keys = await JWTKeyCollection().add(ecdsa: key ?? self.key)
         var header = JWTHeader()
         header.kid = kid
@@ -45,7 +45,7 @@ struct Fixture {
     }
 
     /// The refusal of a token signed with `claims` (nil when it verifies).
-    func refusal(_ claims: TestClaims = TestClaims(), kid: String? = "k1", key: ES256PrivateKey? = nil) async throws -> IdentityError? {
+    func refusal(_ claims: some JWTPayload = TestClaims(), kid: String? = "k1", key: ES256PrivateKey? = nil) async throws -> IdentityError? {
         let token = try await self.token(claims, kid: kid, key: key)
         return await error { () async throws(IdentityError) in try await verify(token) }
     }
@@ -128,7 +128,11 @@ struct JWTVerificationTests {
         #expect(await error { () async throws(IdentityError) in try await f.verify("\(header).\(payload).AAAA") }?.code == "InvalidIdentityToken")
     }
 
-    @Test(arguments: ["", "a/b", "*", "al?ce", "$x", "..", "a..b", "a\u{0}b", "a\nb", String(repeating: "x", count: 129), "a\\b"])
+    /// One grapheme: "e" and 4,000 combining acute accents, 8,001 bytes. The limit counts bytes.
+    static let longGrapheme = "e" + String(repeating: "\u{301}", count: 4000)
+
+    @Test(arguments: ["", "a/b", "*", "al?ce", "$x", "..", "a..b", "a\u{0}b", "a\nb", String(repeating: "x", count: 129), "a\\b",
+                      longGrapheme, String(repeating: "é", count: 65)])
     func subjectsThatCouldWidenAPolicyAreRefused(_ subject: String) async throws {
         #expect(try await f.refusal(TestClaims(sub: subject))?.code == "IDPRejectedClaim")
     }
@@ -136,6 +140,58 @@ struct JWTVerificationTests {
     @Test(arguments: ["alice", "alice@example.com", "Ålice-1_2.3", String(repeating: "x", count: 128)])
     func ordinarySubjectsAreAccepted(_ subject: String) {
         #expect(Subject.problem(subject) == nil)
+    }
+
+    @Test func theLimitIsInBytes() {
+        #expect(Self.longGrapheme.count == 1 && Self.longGrapheme.utf8.count == 8001)
+        #expect(Subject.problem(Self.longGrapheme) == "the subject is longer than 128 bytes")
+        #expect(Subject.problem(String(repeating: "é", count: 64)) == nil, "64 two-byte characters are 128 bytes")
+    }
+
+    /// RFC 7519's `sub` is a string: a number or a boolean names no user, and must not become one
+    /// ("12" would fill `${user}` like a name).
+    struct OddSubject<Value: Codable & Sendable>: JWTPayload {
+        var iss = "https://login.example.com"
+        var aud = ["photos-app"]
+        var sub: Value
+        var exp = 2_000_000_000.0
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    @Test func aProvidersPrefixIsPartOfTheSubject() async throws {
+        var provider = f.provider
+        provider.subjectPrefix = "google:"
+        let identity = try await f.verify(try await f.token(), provider: provider)
+        #expect(identity.subject == "google:alice")
+        #expect(identity.carriedClaims([])["sub"] == "google:alice")
+        // The claim alone must be a name: an empty one is not made one by the prefix.
+        let empty = try await f.token(TestClaims(sub: ""))
+        #expect(await error { () async throws(IdentityError) in try await f.verify(empty, provider: provider) }?.code == "IDPRejectedClaim")
+        // The whole name counts against the limit.
+        let long = try await f.token(TestClaims(sub: String(repeating: "x", count: 125)))
+        #expect(await error { () async throws(IdentityError) in try await f.verify(long, provider: provider) }?.code == "IDPRejectedClaim")
+        let webhook = try Webhook.identity(from: Array(#"{"user":"alice"}"#.utf8), now: f.now, subjectPrefix: "app:")
+        #expect(webhook.subject == "app:alice" && webhook.claims["sub"] == .string("app:alice"))
+    }
+
+    @Test func aSubjectThatIsNotAStringIsRefused() async throws {
+        for refusal in [try await f.refusal(OddSubject(sub: 12)), try await f.refusal(OddSubject(sub: true)),
+                        try await f.refusal(OddSubject(sub: ["alice"])), try await f.refusal(OddSubject(sub: 1.5))] {
+            #expect(refusal?.code == "IDPRejectedClaim")
+            #expect(refusal?.description.contains("not a string") == true)
+        }
+        #expect(try await f.refusal(OddSubject(sub: "12")) == nil, "a string of digits is a name")
+    }
+
+    @Test(arguments: [
+        (#"{"user":"hugo","maxValiditySeconds":1e19}"#, 43200), (#"{"user":"hugo","maxValiditySeconds":1e308}"#, 43200),
+        (#"{"user":"hugo","maxValiditySeconds":-1e19}"#, nil), (#"{"user":"hugo","maxValiditySeconds":1.5}"#, nil),
+        (#"{"user":"hugo","maxValiditySeconds":600}"#, 600), (#"{"user":"hugo","maxValiditySeconds":"600"}"#, nil),
+    ] as [(String, Int?)])
+    func aWebhooksValidityIsAnyNumberWithoutATrap(_ answer: String, _ validity: Int?) throws {
+        let identity = try Webhook.identity(from: Array(answer.utf8), now: f.now)
+        #expect(identity.maxValiditySeconds == validity)
+        #expect(identity.expiresAt <= f.now.addingTimeInterval(43200))
     }
 
     @Test func malformedTokens() async {

@@ -161,7 +161,9 @@ func reloadTable(_ testCase: ReloadCase) throws {
     let directory = try ConfigDirectory()
     defer { directory.remove() }
     let issuer = "https://id.example.test"
-    func provider(audience: String) -> [String: Any] { ["Issuer": issuer, "Audiences": [audience], "JWKSURL": "http://127.0.0.1:9/jwks"] }
+    func provider(audience: String) -> [String: Any] {
+        ["Issuer": issuer, "Audiences": [audience], "JWKSURL": "http://127.0.0.1:9/jwks", "SubjectPrefix": "id:"]
+    }
     try directory.writeConfig(["Authentication": ["Providers": [provider(audience: "app")]]])
     let running = try directory.snapshot()
 
@@ -169,7 +171,7 @@ func reloadTable(_ testCase: ReloadCase) throws {
     let same = try directory.snapshot(running: running)
     #expect(same.identities?.verified === running.identities?.verified, "the verifier, with its caches, survives")
 
-    let webhook: [String: Any] = ["URL": "http://127.0.0.1:9/verify"]
+    let webhook: [String: Any] = ["URL": "http://127.0.0.1:9/verify", "SubjectPrefix": "app:"]
     try directory.writeConfig(["Authentication": ["Providers": [provider(audience: "app")], "Webhook": webhook]])
     let withWebhook = try directory.snapshot(running: same)
     #expect(withWebhook.identities?.verified !== same.identities?.verified, "verified logins are checked again")

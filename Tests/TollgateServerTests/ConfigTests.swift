@@ -74,6 +74,22 @@ func tokenExpireTimeForms(value: String, expected: Int) throws {
     (#"{"PolicyFile": "p", "TLS": {"CertificateFile": "c.pem", "KeyFile": "k.pem", "Key": "x"}}"#, "(unknown key Key)"),
     (#"{"PolicyFile": "p", "TrustedProxies": "10.0.0.0/8"}"#, "TrustedProxies must be an array of strings"),
     (#"{"PolicyFile": "p", "TrustedProxies": ["127.0.0.1", "10.0.0.0/33"]}"#, #"TrustedProxies: "10.0.0.0/33" is not an IP address or CIDR range"#),
+    // Numbers beyond any Int are refused as out of range, never trapped on.
+    (#"{"PolicyFile": "p", "TokenExpireTime": 1e19}"#, "TokenExpireTime must be a whole number"),
+    (#"{"PolicyFile": "p", "Port": -1e300}"#, "Port must be a whole number"),
+    (#"{"PolicyFile": "p", "RateLimits": {"PerAddressPerMinute": 1e19}}"#, "RateLimits.PerAddressPerMinute must be a whole number"),
+    (#"{"PolicyFile": "p", "Roles": {"r": {"PolicyFile": "r.txt", "MaxSessionSeconds": 1e19}}}"#, "Roles.r.MaxSessionSeconds"),
+    (#"{"PolicyFile": "p", "Authentication": {"Webhook": {"URL": "http://h/v", "TimeoutMs": 1e19}}}"#, "Webhook.TimeoutMs must be a whole number"),
+    // Two identity sources could name the same user: each needs its own SubjectPrefix.
+    (#"{"PolicyFile": "p", "Authentication": {"Providers": [{"Issuer": "https://a", "Audiences": ["x"], "JWKSURL": "http://a/k"}], "Webhook": {"URL": "http://h/v"}}}"#,
+     "Providers[0] (https://a) needs a SubjectPrefix"),
+    (#"{"PolicyFile": "p", "Authentication": {"Providers": [{"Issuer": "https://a", "Audiences": ["x"], "JWKSURL": "http://a/k", "SubjectPrefix": "a:"}, {"Issuer": "https://b", "Audiences": ["x"], "JWKSURL": "http://b/k"}]}}"#,
+     "Providers[1] (https://b) needs a SubjectPrefix"),
+    (#"{"PolicyFile": "p", "Authentication": {"Providers": [{"Issuer": "https://a", "Audiences": ["x"], "JWKSURL": "http://a/k", "SubjectPrefix": "a"}], "Webhook": {"URL": "http://h/v", "SubjectPrefix": "ab"}}}"#,
+     #"the SubjectPrefix "a" of Providers[0] (https://a) and "ab" of Webhook overlap"#),
+    (#"{"PolicyFile": "p", "Authentication": {"Providers": [{"Issuer": "https://a", "Audiences": ["x"], "JWKSURL": "http://a/k", "SubjectPrefix": "a/"}]}}"#,
+     #"Providers[0].SubjectPrefix "a/" cannot begin a user's name"#),
+    (#"{"PolicyFile": "p", "Authentication": {"Webhook": {"URL": "http://h/v", "SubjectPrefix": 3}}}"#, "Webhook.SubjectPrefix must be a string"),
 ])
 func badConfig(json: String, message: String) {
     do {
@@ -250,4 +266,18 @@ func configSyntaxErrorPosition(json: String, prefix: String) {
         #expect("\(error)".hasPrefix(prefix), "\(error)")
         #expect(!"\(error)".contains("\n"), "one line")
     }
+}
+
+/// One identity source keeps today's names; with several, each has its prefix, and the prefix
+/// is part of the name that fills `${user}`.
+@Test func subjectPrefixesQualifyEachSource() throws {
+    let one = try parse(#"{"PolicyFile": "p", "Authentication": {"Providers": [{"Issuer": "https://a", "Audiences": ["x"], "JWKSURL": "http://a/k"}]}}"#)
+    #expect(one.authentication?.providers.first?.subjectPrefix == "")
+    let two = try parse(#"""
+        {"PolicyFile": "p", "Authentication": {"Providers": [{"Issuer": "https://a", "Audiences": ["x"], "JWKSURL": "http://a/k", "SubjectPrefix": "google:"}],
+         "Webhook": {"URL": "http://h/v", "SubjectPrefix": "app:"}}}
+        """#)
+    #expect(two.authentication?.providers.first?.subjectPrefix == "google:")
+    #expect(two.authentication?.webhook?.subjectPrefix == "app:")
+    #expect(two.unknownKeys.isEmpty)
 }
