@@ -259,6 +259,9 @@ public final class AWSChunkedDecoder {
             trailerSignature = value
         } else {
             guard trailerSignature == nil else { throw .malformedChunkedBody("trailer after x-amz-trailer-signature") }
+            // Once each: a second value (a good checksum, then a bad one) would leave which one
+            // was checked to the reader.
+            guard !trailerLines.contains(where: { $0.name == name }) else { throw .malformedChunkedBody("the trailer \(name) is sent twice") }
             trailerLines.append((name: name, value: value))
         }
     }

@@ -148,6 +148,25 @@ struct ChunkedDecoderTests {
         }
     }
 
+    @Test("a checksum trailer sent twice, the good value first, is refused", arguments: small.filter { $0.mode != .streamingSigned })
+    func repeatedTrailer(_ vector: S3Vector) throws {
+        var text = String(decoding: vector.bodyBytes, as: UTF8.self)
+        let marker = try #require(text.range(of: "x-amz-checksum-"))
+        let lineEnd = try #require(text[marker.lowerBound...].firstIndex(of: "\r\n"))
+        let line = String(text[marker.lowerBound..<lineEnd])
+        let colon = try #require(line.firstIndex(of: ":"))
+        let digest = try #require(Base64.decode(String(line[line.index(after: colon)...])))
+        let bad = String(line[...colon]) + Base64.encode(digest.map { $0 ^ 0xff })
+        text.insert(contentsOf: "\r\n" + bad, at: lineEnd)
+        let decoder = try decoder(vector)
+        let error = s3Error { () throws(S3AuthError) in
+            _ = try decoder.decode(Array(text.utf8))
+            return try decoder.finish()
+        }
+        #expect(error?.code == "InvalidRequest")
+        #expect(error?.message.contains("sent twice") == true)
+    }
+
     @Test("trailing garbage after the end is refused", arguments: small)
     func trailingGarbage(_ vector: S3Vector) throws {
         let decoder = try decoder(vector)
