@@ -75,7 +75,9 @@ struct STSAPI: Sendable {
         } catch {
             let failure = (error as? Failure) ?? (error as? IdentityError).map(Failure.init)
                 ?? Failure(500, "InternalFailure", "The request could not be processed.")
-            context.logger.info("sts request refused", metadata: [
+            controller.metrics.refusals[failure.code].increment()
+            RefusalLog.shared.log(context.logger, .info, "sts request refused", kind: "sts " + failure.code, key: context.clientAddress,
+                                  now: controller.clock(), metadata: [
                 "sts.action": .string(action), "token.refusal": .string(failure.code), "token.reason": .string(failure.message),
                 "client.address": .string(context.clientAddress),
             ])

@@ -63,6 +63,36 @@ final class TokenController: Sendable {
         /// The largest POST body read: a login token is at most 16 KiB, a session policy 8 KiB.
         static let maxBody = 64 * 1024
 
+        /// A POST body larger than `maxBody`, with what was read of it.
+        struct BodyTooLarge: Error {
+            let prefix: [UInt8]
+        }
+
+        /// The body, at most `maxBody` bytes, else `BodyTooLarge` once it passes the limit (what
+        /// was read by then tells an STS request by its `Action`).
+        static func readBody(_ request: Request) async throws -> [UInt8] {
+            var body: [UInt8] = []
+            for try await part in request.body {
+                guard body.count + part.readableBytes <= maxBody else { throw BodyTooLarge(prefix: body) }
+                body += part.readableBytesView
+            }
+            return body
+        }
+
+        /// The answer to a body larger than `maxBody`: 413 in the STS API's XML when the request is
+        /// one (its query, or what was read of its form body, names an `Action`), else in the
+        /// endpoint's JSON. The rest of the body is not read: the connection ends after it.
+        static func tooLarge(_ request: Request, read: [UInt8]) -> (code: String, response: Response) {
+            let code = "RequestTooLarge", message = "The request body is larger than \(maxBody) bytes."
+            let names = request.uri.queryParameters.map { String($0.key) }
+                + URLEncodedForm.decode(String(decoding: read, as: UTF8.self)).map(\.0)
+            var response = names.contains("Action")
+                ? STSAPI.errorResponse(STSAPI.Failure(413, code, message), requestID: RequestID.next())
+                : TokenJSON.response(.contentTooLarge, TokenJSON.error(status: 413, code: code, message: message))
+            response.headers[.connection] = "close"
+            return (code, response)
+        }
+
         static func read(_ request: Request) async throws -> Parameters {
             var parameters = Parameters()
             // Most requests (a mobile SDK's GET /) have no query: skip parsing one.
@@ -71,10 +101,7 @@ final class TokenController: Sendable {
                     parameters.fields[String(key)] = String(value)
                 }
             }
-            if request.method == .post {
-                let body = try await request.body.collect(upTo: maxBody)
-                parameters.body = Array(buffer: body)
-            }
+            if request.method == .post { parameters.body = try await readBody(request) }
             if !parameters.body.isEmpty {
                 let contentType = request.headers[.contentType]?.lowercased() ?? ""
                 if contentType.hasPrefix("application/json") {
@@ -152,7 +179,15 @@ final class TokenController: Sendable {
         let now = clock()
         let decision: Decision
         do {
-            let parameters = try await Parameters.read(request)
+            let parameters: Parameters
+            do { parameters = try await Parameters.read(request) } catch let error as Parameters.BodyTooLarge {
+                let (code, response) = Parameters.tooLarge(request, read: error.prefix)
+                metrics.refusals[code].increment()
+                RefusalLog.shared.log(context.logger, .info, "token refused", kind: code, key: context.clientAddress, now: now, metadata: [
+                    "token.refusal": .string(code), "client.address": .string(context.clientAddress),
+                ])
+                return response
+            }
             if let action = parameters.fields["Action"] {
                 return await sts.handle(action: action, parameters: parameters, request: request, context: context, controller: self)
             }
@@ -164,7 +199,7 @@ final class TokenController: Sendable {
             }
         } catch let error as IdentityError {
             metrics.refusals[error.code].increment()
-            context.logger.info("token refused", metadata: [
+            RefusalLog.shared.log(context.logger, .info, "token refused", kind: error.code, key: context.clientAddress, now: now, metadata: [
                 "token.refusal": .string(error.code), "token.reason": .string(error.message),
                 "client.address": .string(context.clientAddress),
             ])

@@ -36,10 +36,11 @@ public struct RateLimitSettings: Sendable, Equatable {
             switch members[key] {
             case nil, .null?:
                 return defaultValue
-            case .number(let number)? where number == number.rounded() && number >= Double(minimum) && number <= 1e12:
-                return Int(number)
-            default:
-                throw ConfigError(file: file, "RateLimits.\(key) must be a whole number ≥ \(minimum)")
+            case let given?:
+                guard let number = given.integer(in: minimum...1_000_000_000_000) else {
+                    throw ConfigError(file: file, "RateLimits.\(key) must be a whole number ≥ \(minimum)")
+                }
+                return number
             }
         }
         let addressRate = try count("PerAddressPerMinute", settings.perAddress.perMinute)
@@ -70,7 +71,7 @@ public struct TokenRateLimits: Sendable {
         guard let perAddress else { return }
         if case .limited(let retryAfter) = perAddress.check(key: address, now: now) {
             throttledByAddress.increment()
-            throw Self.refusal(limit: "address", retryAfter: retryAfter, subject: nil, address: address, logger: logger)
+            throw Self.refusal(limit: "address", retryAfter: retryAfter, subject: nil, address: address, now: now, logger: logger)
         }
     }
 
@@ -80,13 +81,14 @@ public struct TokenRateLimits: Sendable {
         guard let perSubject else { return }
         if case .limited(let retryAfter) = perSubject.check(key: subject, now: now) {
             throttledBySubject.increment()
-            throw Self.refusal(limit: "subject", retryAfter: retryAfter, subject: subject, address: address, logger: logger)
+            throw Self.refusal(limit: "subject", retryAfter: retryAfter, subject: subject, address: address, now: now, logger: logger)
         }
     }
 
-    static func refusal(limit: String, retryAfter: Int, subject: String?, address: String, logger: Logger) -> TokenEndpointError {
-        logger.warning(
-            "token request refused",
+    /// The 429 answer, and its log line (one per address or subject and interval: `RefusalLog`).
+    static func refusal(limit: String, retryAfter: Int, subject: String?, address: String, now: Date, logger: Logger) -> TokenEndpointError {
+        RefusalLog.shared.log(
+            logger, .warning, "token request refused", kind: "rate limit per \(limit)", key: subject ?? address, now: now,
             metadata: [
                 "token.subject": .string(subject ?? "-"),
                 "token.role": "-",

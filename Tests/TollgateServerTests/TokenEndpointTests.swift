@@ -167,3 +167,30 @@ func jsonLogLines(value: String) throws {
     #expect(LogOutput.Format(environment: "JSON") == .json)
     #expect(LogOutput.Format(environment: "yaml") == nil)
 }
+
+/// A body over the limit is a 413 in the caller's shape, never a 500: the token JSON, or the STS
+/// API's XML when the request is an STS one (its query, or the start of its form body, names an
+/// `Action`). The rest of the body is not read, so the answer ends the connection.
+@Test("an oversized body is 413 in the caller's shape", arguments: [
+    ("/", "application/json", Array(#"{"access_token":""#.utf8), false),
+    ("/sts/getkey", "application/x-www-form-urlencoded", Array("access_token=".utf8), false),
+    ("/", "application/x-www-form-urlencoded", Array("Action=AssumeRoleWithWebIdentity&WebIdentityToken=".utf8), true),
+    ("/?Action=AssumeRoleWithWebIdentity", "application/x-www-form-urlencoded", Array("WebIdentityToken=".utf8), true),
+])
+func oversizedBodiesAre413(path: String, contentType: String, start: [UInt8], sts: Bool) async throws {
+    let fixture = try Fixture()
+    defer { fixture.remove() }
+    let body = ByteBuffer(bytes: start + [UInt8](repeating: UInt8(ascii: "a"), count: 1_048_576))
+    try await app(fixture).test(.router) { client in
+        try await client.execute(uri: path, method: .post, headers: [.contentType: contentType], body: body) { response in
+            #expect(response.status == .contentTooLarge)
+            #expect(response.headers[.connection] == "close")
+            let text = String(buffer: response.body)
+            if sts {
+                #expect(text.contains("<ErrorResponse") && text.contains("<Code>RequestTooLarge</Code>"), "\(text)")
+            } else {
+                #expect(text == #"{"StatusCode":413,"ErrorCode":"RequestTooLarge","ErrorMessage":"The request body is larger than 65536 bytes."}"#)
+            }
+        }
+    }
+}

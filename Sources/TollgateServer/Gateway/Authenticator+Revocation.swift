@@ -14,8 +14,8 @@ extension Authenticator {
     func refuseIfRevoked(_ identity: GatewayIdentity, dialect: Dialect, context: TollgateRequestContext) throws {
         guard let revocations, let claims = identity.claims, let revocation = revocations.match(claims) else { return }
         Self.revokedCounter.increment()
-        context.logger.warning(
-            "gateway request refused",
+        RefusalLog.shared.log(
+            context.logger, .warning, "gateway request refused", kind: "revoked", key: claims.accessKeyId,
             metadata: [
                 "token.subject": .string(claims.subject ?? "-"),
                 "token.role": .string(claims.role),
