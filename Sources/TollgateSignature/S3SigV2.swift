@@ -18,7 +18,7 @@ import TollgateDates
 /// headers are verified against it.
 public enum S3SigV2 {
     /// The query parameters signed as sub-resources (botocore's `QSAOfInterest`).
-    static let subresources: Set<String> = [
+    public static let subresources: Set<String> = [
         "accelerate", "acl", "cors", "defaultObjectAcl", "location", "logging", "partNumber", "policy", "requestPayment",
         "torrent", "versioning", "versionId", "versions", "website", "uploads", "uploadId", "response-content-type",
         "response-content-language", "response-expires", "response-cache-control", "response-content-disposition",

@@ -23,6 +23,18 @@ public enum SignatureScheme: Sendable, Equatable {
         }
     }
 
+    /// Whether the signature covers the query parameter `name`. SigV4 (S3 and OSS) signs the
+    /// whole query; S3 SigV2 and OSS V1 sign only their sub-resources (botocore's and oss2's
+    /// lists), so any other parameter may be added to a signed URL by anyone.
+    public func signsQueryParameter(_ name: String) -> Bool {
+        switch self {
+        case .s3SigV2Header, .s3SigV2Query: S3SigV2.subresources.contains(name)
+        case .ossV1Header, .ossV1Query: OSSSignature.v1SubResources.contains(name)
+        case .s3SigV4Header, .s3SigV4Query, .ossV4Header, .ossV4Query: true
+        case .anonymous, .unsupported: false
+        }
+    }
+
     /// True when the request speaks the OSS dialect (and gets OSS errors and headers back):
     /// `Authorization: OSS …`/`OSS4-HMAC-SHA256 …`, or `OSSAccessKeyId`/`x-oss-signature-version`
     /// in the query.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TollgatePolicy
+import TollgateSignature
 import TollgateStore
 @testable import TollgateServer
 
@@ -160,4 +161,38 @@ func conditionDates() throws {
     let ids = (0..<10_000).map { _ in RequestID.next() }
     #expect(Set(ids).count == ids.count)
     #expect(ids.allSatisfy { $0.utf8.count == 16 && $0.utf8.allSatisfy { (48...57).contains($0) || (65...70).contains($0) } })
+}
+
+/// A signature that covers only some query parameters must cover every one that selects the
+/// operation (S3 SigV2 and OSS V1 sign their sub-resource lists; SigV4 signs the whole query).
+private let coverageCases: [(SignatureScheme, String, String?, [String: String], Bool)] = [
+    (.s3SigV2Query, "GET", "k", ["objectMeta": ""], true),
+    (.s3SigV2Query, "GET", nil, ["stat": ""], true),
+    (.s3SigV2Header, "GET", nil, ["bucketInfo": ""], true),
+    (.s3SigV2Query, "GET", nil, ["list-type": "2", "prefix": "a", "max-keys": "3"], false),
+    (.s3SigV2Query, "GET", "k", ["uploadId": "u"], false),  // signed by SigV2: the signature checks it
+    (.s3SigV2Query, "GET", "k", ["AWSAccessKeyId": "AK", "Signature": "s", "Expires": "1", "x-amz-security-token": "t"], false),
+    (.s3SigV2Query, "GET", nil, ["encryption": ""], true),
+    (.ossV1Query, "GET", nil, ["uploads": "", "encryption-type": "x"], false),  // OSS V1 signs every parameter that routes
+    (.ossV1Query, "GET", "k", ["objectMeta": ""], false),  // signed by OSS V1
+    (.ossV1Header, "POST", "k", ["append": "", "position": "0"], false),
+    (.s3SigV4Query, "GET", nil, ["stat": ""], false),  // SigV4 signs every parameter
+    (.ossV4Header, "GET", "k", ["objectMeta": ""], false),
+]
+
+@Test("an unsigned parameter that changes the operation is refused", arguments: coverageCases)
+func unsignedOperationParameters(scheme: SignatureScheme, method: String, key: String?, query: [String: String], refused: Bool) throws {
+    let route = try GatewayRoute.route(method: method, bucket: "b", key: key, query: query, copySource: nil)
+    var error: GatewayError?
+    do {
+        try Gateway.checkCoverage(route, scheme: scheme, method: method, bucket: "b", key: key, query: query, copySource: nil)
+    } catch let refusal {
+        error = refusal
+    }
+    if !refused {
+        #expect(error == nil)
+    } else {
+        #expect(error?.code == "AccessDenied")
+        #expect(error?.message.contains(query.keys.first { $0 != "list-type" } ?? "") == true)
+    }
 }

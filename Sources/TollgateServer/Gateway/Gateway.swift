@@ -265,6 +265,8 @@ struct Gateway: HTTPResponder, Sendable {
         let authenticator = Authenticator(root: snapshot.root, tokens: snapshot.tokens, revocations: revocations)
         let identity = try authenticate(signed, scheme: scheme, dialect: dialect, bucket: bucket, key: key,
                                         authenticator: authenticator, context: context)
+        try Self.checkCoverage(route, scheme: scheme, method: head.method.rawValue, bucket: bucket, key: key, query: query,
+                               copySource: copySource)
         let policy: EffectivePolicy?
         do throws(GatewayError) { policy = try identity.claims.map { claims throws(GatewayError) in try Self.effectivePolicy(claims, policies: snapshot.policies) } } catch {
             metrics.denied(.policyImplicitDeny)
@@ -395,6 +397,27 @@ struct Gateway: HTTPResponder, Sendable {
         return identity
     }
 
+    /// A signature that covers only some query parameters (S3 SigV2, OSS V1) must cover every
+    /// one that selects the operation: the request is routed again with only the parameters it
+    /// covers, and must land on the same operation. Otherwise anyone holding a presigned GET
+    /// could add `&stat` or `&objectMeta` and have another operation run under its signature.
+    /// `list-type` picks a listing's format, not what it is allowed to list (v1 and v2 are the
+    /// same action), and needs no signature, as on S3 (botocore's SigV2 leaves it unsigned).
+    static func checkCoverage(_ route: GatewayRoute, scheme: SignatureScheme, method: String, bucket: String?, key: String?,
+                              query: [String: String], copySource: String?) throws(GatewayError) {
+        let unsigned = query.keys.filter { !scheme.signsQueryParameter($0) && $0 != "list-type" }
+        guard !unsigned.isEmpty else { return }
+        let covered = query.filter { scheme.signsQueryParameter($0.key) || $0.key == "list-type" }
+        let signedRoute = try? GatewayRoute.route(method: method, bucket: bucket, key: key, query: covered, copySource: copySource)
+        guard signedRoute != route else { return }
+        let selecting = unsigned.sorted().first { name in
+            var without = query
+            without[name] = nil
+            return (try? GatewayRoute.route(method: method, bucket: bucket, key: key, query: without, copySource: copySource)) != route
+        }
+        throw .accessDenied("The query parameter \(selecting ?? unsigned.sorted()[0]) selects the operation, and the signature does not cover it.")
+    }
+
     /// Decides with the token's policy before any body byte is read. The root credentials may
     /// do anything. DeleteObjects is checked per key by its handler, as S3 reports per key;
     /// here it needs only that some key in the bucket could be deleted, so a caller who may
@@ -459,7 +482,9 @@ struct Gateway: HTTPResponder, Sendable {
             "policy.statement": .string(statement),
         ]
         if let source = call.route.copySource { metadata["gateway.copy_source"] = .string(source) }
-        call.logger.info("gateway request denied", metadata: metadata)
+        // The same refusal again and again (a client retrying it) is logged once per interval.
+        let what = "\(call.identity.accessKeyId) \(call.route.operation.rawValue) \(call.route.bucket ?? "-")/\(call.route.key ?? "-")"
+        RefusalLog.shared.log(call.logger, .info, "gateway request denied", kind: "denied", key: what, now: clock(), metadata: metadata)
     }
 
     static func effectivePolicy(_ claims: TokenClaims, policies: [String: Policy]) throws(GatewayError) -> EffectivePolicy {
