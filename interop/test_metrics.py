@@ -5,6 +5,7 @@ that exactly the counters it should move moved: requests by operation, dialect a
 duration histogram counts, bytes in and out, denials by reason, tokens issued by role.
 """
 import json
+from pathlib import Path
 import re
 import time
 
@@ -248,3 +249,52 @@ def denial_line(server, marker: str, timeout: float = 5) -> str:
         if time.monotonic() > deadline:
             raise AssertionError(f"no denial line with {marker}:\n{server.output()[-4000:]}")
         time.sleep(0.05)
+
+
+def declared_metric_names() -> set:
+    """Every metric name the server's sources declare (`label: "tollgate_…"`, and the
+    duration histogram's constant), so that a metric added later is checked too."""
+    root = Path(__file__).resolve().parent.parent / "Sources"
+    names = set()
+    for path in root.rglob("*.swift"):
+        text = path.read_text()
+        names.update(re.findall(r'label: "(tollgate_[a-z_]+)"', text))
+        names.update(re.findall(r'Label = "(tollgate_[a-z_]+)"', text))
+    assert len(names) >= 10, names
+    return names
+
+
+def test_every_metric_is_exported_from_the_start():
+    """Each metric once, on a server that was never reloaded: the ones made with the first
+    configuration (its rate limiters) counted into nothing before the metrics system was
+    bootstrapped first thing."""
+    server = Server({"AccessKeySecret": ROOT_SECRET, "AccessKeyID": ROOT_ACCESS_KEY_ID,
+                     "RateLimits": {"PerAddressPerMinute": 2, "PerAddressBurst": 2}}).start()
+    try:
+        creds = endpoint_credentials(server)
+        requests.get(server.url + "/?Action=NoSuchAction", timeout=10)  # an STS refusal
+        requests.get(server.url + "/", timeout=10)  # throttled: the address's burst of 2 is spent
+        root = root_client(server)
+        root.put_object(Bucket=server.bucket, Key="m.txt", Body=b"m")
+        root.get_object(Bucket=server.bucket, Key="m.txt")["Body"].read()
+        # A revoked key's request.
+        result = server.cli("token", "revoke", "--config", str(server.config_path), "--access-key-id", creds["AccessKeyId"])
+        assert result.returncode == 0, result.stderr
+        client = s3_client(server, creds)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                client.head_object(Bucket=server.bucket, Key="m.txt")
+            except ClientError:
+                break
+            time.sleep(0.2)
+        exported = {name.removesuffix("_count") for (name, _) in scrape(server)}
+        text = requests.get(server.url + "/metrics", timeout=10).text
+        missing = sorted(name for name in declared_metric_names() if f"# TYPE {name} " not in text and name not in exported)
+        assert missing == [], f"declared but not exported: {missing}"
+        samples = scrape(server)
+        assert samples.get(key("tollgate_token_requests_throttled_total", limit="address"), 0) >= 1
+        assert samples.get(key("tollgate_token_refusals_total", code="InvalidAction"), 0) == 1
+        assert samples.get(key("tollgate_gateway_revoked_requests_total"), 0) >= 1
+    finally:
+        server.cleanup()

@@ -18,6 +18,10 @@ struct ServeCommand: AsyncParsableCommand {
         // Everything the server creates (store files, SQLite database, root credentials) is
         // readable by its own user only: files 0600, directories 0700.
         umask(0o077)
+        // Before anything else: a metric made before the metrics system is bootstrapped (the
+        // first configuration's rate limiters, say) would count into nothing until a reload.
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(makeMetricsFactory(registry: registry))
         let files: ConfigFiles
         do {
             files = try ConfigFiles.read(path: configPath(config) ?? "config.json")
@@ -49,8 +53,6 @@ struct ServeCommand: AsyncParsableCommand {
         }
         LoggingSystem.bootstrap(LogOutput.standardOutput.handler(logLevel: logLevel, format: logFormat))
         defer { LogOutput.standardOutput.flush() }
-        let registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(makeMetricsFactory(registry: registry))
         let logger = Logger(label: "tollgate")
 
         if !config.unknownKeys.isEmpty {
