@@ -363,3 +363,39 @@ def test_pipelined_file_span_gets_read_late_arrive_whole_and_in_order(gw, root):
     assert answers == count
     assert grown < 24, f"RSS grew by {grown:.0f} MiB while the answers were not read"
     alive(gw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Server-side encryption is never claimed: the gateway stores bytes as they come.
+
+
+@pytest.mark.parametrize("extra", [
+    {"ServerSideEncryption": "AES256"},
+    {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/app"},
+    {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": "k" * 32},
+])
+def test_s3_encryption_requests_are_not_implemented_and_store_nothing(gw, root, full, extra):
+    client = s3_client(gw, full)
+    with pytest.raises(ClientError) as info:
+        client.put_object(Bucket=BUCKET, Key="sse.bin", Body=b"secret", **extra)
+    assert error_of(info) == ("NotImplemented", 501)
+    with pytest.raises(ClientError):
+        root.head_object(Bucket=BUCKET, Key="sse.bin")
+    root.put_object(Bucket=BUCKET, Key="plain.bin", Body=b"plain")
+    with pytest.raises(ClientError) as info:
+        client.copy_object(Bucket=BUCKET, Key="sse-copy.bin", CopySource=f"{BUCKET}/plain.bin", **{k: v for k, v in extra.items()})
+    assert error_of(info) == ("NotImplemented", 501)
+    with pytest.raises(ClientError) as info:
+        client.create_multipart_upload(Bucket=BUCKET, Key="sse-parts.bin", **extra)
+    assert error_of(info) == ("NotImplemented", 501)
+
+
+@pytest.mark.parametrize("value", ["KMS", "AES256", "SM4"])
+def test_oss_encryption_requests_are_not_implemented_and_store_nothing(gw, full, value):
+    import oss2
+    from oss_helpers import sts_bucket
+    bucket = sts_bucket(gw, full, "v4")
+    with pytest.raises(oss2.exceptions.OssError) as info:
+        bucket.put_object("oss-sse.bin", b"secret", headers={"x-oss-server-side-encryption": value})
+    assert (info.value.status, info.value.code) == (501, "NotImplemented")
+    assert not bucket.object_exists("oss-sse.bin")

@@ -267,6 +267,7 @@ struct Gateway: HTTPResponder, Sendable {
                                         authenticator: authenticator, context: context)
         try Self.checkCoverage(route, scheme: scheme, method: head.method.rawValue, bucket: bucket, key: key, query: query,
                                copySource: copySource)
+        try Self.refuseEncryption(head.headerFields)
         let policy: EffectivePolicy?
         do throws(GatewayError) { policy = try identity.claims.map { claims throws(GatewayError) in try Self.effectivePolicy(claims, policies: snapshot.policies) } } catch {
             metrics.denied(.policyImplicitDeny)
@@ -416,6 +417,20 @@ struct Gateway: HTTPResponder, Sendable {
             return (try? GatewayRoute.route(method: method, bucket: bucket, key: key, query: without, copySource: copySource)) != route
         }
         throw .accessDenied("The query parameter \(selecting ?? unsigned.sorted()[0]) selects the operation, and the signature does not cover it.")
+    }
+
+    /// Server-side encryption is not applied here, so no request that asks for it is served as
+    /// if it were: `x-amz-server-side-encryption*` (SSE-S3, SSE-KMS, SSE-C keys, their copy-source
+    /// forms) and `x-oss-server-side-encryption*` are `NotImplemented`, never stored in the clear.
+    static func refuseEncryption(_ headers: HTTPFields) throws(GatewayError) {
+        for field in headers {
+            let name = field.name.canonicalName
+            guard name.hasPrefix("x-amz-") || name.hasPrefix("x-oss-") else { continue }
+            if name.contains("server-side-encryption") {
+                throw .notImplemented("Server-side encryption (\(name)) is not implemented by this gateway: objects are stored "
+                    + "unencrypted, so a request for it is refused rather than answered as if it were applied.")
+            }
+        }
     }
 
     /// Decides with the token's policy before any body byte is read. The root credentials may

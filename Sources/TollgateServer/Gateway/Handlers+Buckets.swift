@@ -1,11 +1,40 @@
 import Hummingbird
+import TollgateCrypto
 import TollgateDates
 import TollgateStore
 
 extension Gateway {
+    /// ListBuckets, paged as each dialect pages it: S3's `prefix`, `max-buckets` (1–10000, all
+    /// by default) and `continuation-token`; OSS's `prefix`, `marker` and `max-keys` (1–1000,
+    /// 100 by default). A tool that lists by prefix and deletes what comes back must get only
+    /// the buckets it asked for.
     func listBuckets(_ call: Call) async throws -> Response {
-        let buckets = try await store.listBuckets()
+        let query = call.query
+        let prefix = query["prefix"] ?? ""
+        let after: String?
+        let limit: Int
+        if call.dialect == .s3 {
+            limit = try Self.intParameter(query, "max-buckets", default: 10_000, range: 1...10_000)
+            after = try query["continuation-token"].flatMap { token throws(GatewayError) in
+                guard !token.isEmpty else { return nil }
+                guard let name = Base64.decode(token).flatMap({ String(validating: $0, as: UTF8.self) }) else {
+                    throw .invalidArgument("The continuation token provided is incorrect", name: "continuation-token", value: token)
+                }
+                return name
+            }
+        } else {
+            limit = try Self.intParameter(query, "max-keys", default: 100, range: 1...1000)
+            after = query["marker"].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        let (buckets, truncated) = Self.bucketPage(try await store.listBuckets(), prefix: prefix, after: after, limit: limit)
         var xml = document(call, root: "ListAllMyBucketsResult")
+        if call.dialect == .oss {
+            if query["prefix"] != nil { xml.element("Prefix", prefix) }
+            if query["marker"] != nil { xml.element("Marker", after ?? "") }
+            if query["max-keys"] != nil { xml.element("MaxKeys", String(limit)) }
+            xml.element("IsTruncated", truncated ? "true" : "false")
+            if truncated, let last = buckets.last { xml.element("NextMarker", last.name) }
+        }
         owner(&xml)
         xml.element("Buckets") { list in
             for bucket in buckets {
@@ -24,7 +53,20 @@ extension Gateway {
                 }
             }
         }
+        if call.dialect == .s3 {
+            if truncated, let last = buckets.last { xml.element("ContinuationToken", Base64.encode(Array(last.name.utf8))) }
+            if query["prefix"] != nil { xml.element("Prefix", prefix) }
+        }
         return xmlResponse(xml)
+    }
+
+    /// The buckets named with `prefix` after `after`, in name order, at most `limit` of them, and
+    /// whether more follow.
+    static func bucketPage(_ all: [BucketInfo], prefix: String, after: String?, limit: Int) -> (buckets: [BucketInfo], truncated: Bool) {
+        let matching = all.filter { bucket in
+            bucket.name.hasPrefix(prefix) && (after.map { $0.utf8.lexicographicallyPrecedes(bucket.name.utf8) } ?? true)
+        }.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+        return (Array(matching.prefix(limit)), matching.count > limit)
     }
 
     func createBucket(_ call: Call, bucket: String) async throws -> Response {
