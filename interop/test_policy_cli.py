@@ -51,6 +51,9 @@ def test_broken_policy_reports_position(tmp_path, text, position, message):
     ("bucket_read_policy.txt", "oss:GetObject", "acs:oss:*:*:tollgate/a.txt", [], "Allow", 0),
     ("bucket_read_policy.txt", "s3:GetObject", "arn:aws:s3:::tollgate/a.txt", [], "Allow", 0),
     ("bucket_read_policy.txt", "oss:ListObjects", "acs:oss:*:*:tollgate", [], "Allow", 0),
+    # Every S3 request s3:ListBucket authorises is allowed; OSS's GetBucketStat under it is not.
+    ("bucket_read_policy.txt", "s3:ListBucket", "arn:aws:s3:::tollgate", [], "Allow", 0),
+    ("bucket_read_policy.txt", "oss:GetBucketStat", "acs:oss:*:*:tollgate", [], "Deny (implicit)", 1),
     ("bucket_read_policy.txt", "oss:PutObject", "acs:oss:*:*:tollgate/a.txt", [], "Deny (implicit)", 1),
     ("bucket_read_policy.txt", "oss:GetObject", "acs:oss:*:*:elsewhere/a.txt", [], "Deny (implicit)", 1),
     ("bucket_read_write_policy.txt", "oss:PutObject", "acs:oss:*:*:tollgate/a.txt", [], "Allow", 0),

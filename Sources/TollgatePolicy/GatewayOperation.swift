@@ -165,6 +165,15 @@ public enum GatewayOperation: String, CaseIterable, Sendable, Hashable {
         }
     }
 
+    /// Operations only the OSS API has (S3 clients never send them): what an `s3:` action
+    /// authorises for S3 requests leaves them out (`policy simulate`'s headline).
+    public var isOSSOnly: Bool {
+        switch self {
+        case .getBucketInfo, .getBucketStat, .getObjectMeta, .appendObject: true
+        default: false
+        }
+    }
+
     /// Which resource string the operation is checked against.
     public var resourceLevel: ResourceLevel {
         switch self {

@@ -13,26 +13,33 @@ public struct SimulationResult: Sendable {
     public struct Entry: Sendable {
         public var operation: GatewayOperation
         public var decision: PolicyDecision
+        /// A request of the action's own dialect can be this operation (an `s3:` action's
+        /// OSS-only operations are not).
+        public var inDialect: Bool
     }
 
     public var entries: [Entry]
 
-    /// Allowed only when every operation the action names is allowed; otherwise the first
-    /// refusal (explicit before implicit).
+    /// The answer to the question asked: allowed when every operation a request of the action's
+    /// dialect can be is allowed (`s3:ListBucket` for S3 requests, without OSS's GetBucketInfo
+    /// and GetBucketStat that a RAM policy names apart); otherwise the first refusal among
+    /// them (explicit before implicit).
     public var decision: PolicyDecision {
-        if let deny = entries.first(where: { $0.decision.outcome == .explicitDeny }) { return deny.decision }
-        if let deny = entries.first(where: { $0.decision.outcome == .implicitDeny }) { return deny.decision }
-        return entries[0].decision
+        let asked = entries.filter(\.inDialect)
+        if let deny = asked.first(where: { $0.decision.outcome == .explicitDeny }) { return deny.decision }
+        if let deny = asked.first(where: { $0.decision.outcome == .implicitDeny }) { return deny.decision }
+        return asked[0].decision
     }
 
-    /// What the CLI prints: the overall decision, then one line per operation when the
-    /// operations sharing the action name were decided differently.
+    /// What the CLI prints: the decision, then one line per operation when the operations
+    /// sharing the action name were decided differently (those of the other dialect marked).
     public var lines: [String] {
         var out = [decision.description]
         let outcomes = Set(entries.map(\.decision.outcome))
         if entries.count > 1 && outcomes.count > 1 {
             for e in entries {
-                out.append("  \(e.operation.rawValue) (\(e.operation.ossAction), \(e.operation.s3Action)): \(e.decision)")
+                let note = e.inDialect ? "" : " (OSS requests only; not in the decision above)"
+                out.append("  \(e.operation.rawValue) (\(e.operation.ossAction), \(e.operation.s3Action)): \(e.decision)\(note)")
             }
         }
         return out
@@ -97,22 +104,26 @@ public enum PolicySimulator {
             }
             throw SimulationInputError(message)
         }
+        // An s3: action naming only OSS operations would have nothing to answer for: then all count.
+        let s3 = action.lowercased().hasPrefix("s3:") && operations.contains { !$0.isOSSOnly }
         var entries: [SimulationResult.Entry] = []
         for op in operations {
+            let decision: PolicyDecision
             switch op.resourceLevel {
             case .service:
-                entries.append(.init(operation: op, decision: policy.evaluate(op, bucket: nil, key: nil, context: context)))
+                decision = policy.evaluate(op, bucket: nil, key: nil, context: context)
             case .bucket:
                 guard let bucket, key == nil else {
                     throw SimulationInputError("\(action) acts on a bucket: give --resource acs:oss:*:*:BUCKET or arn:aws:s3:::BUCKET")
                 }
-                entries.append(.init(operation: op, decision: policy.evaluate(op, bucket: bucket, key: nil, context: context)))
+                decision = policy.evaluate(op, bucket: bucket, key: nil, context: context)
             case .object:
                 guard let bucket, let key else {
                     throw SimulationInputError("\(action) acts on an object: give --resource acs:oss:*:*:BUCKET/KEY or arn:aws:s3:::BUCKET/KEY")
                 }
-                entries.append(.init(operation: op, decision: policy.evaluate(op, bucket: bucket, key: key, context: context)))
+                decision = policy.evaluate(op, bucket: bucket, key: key, context: context)
             }
+            entries.append(.init(operation: op, decision: decision, inDialect: !(s3 && op.isOSSOnly)))
         }
         return SimulationResult(entries: entries)
     }

@@ -19,7 +19,10 @@ let simCases: [SimCase] = [
     SimCase(policy: "all_policy.txt", action: "OSS:getobject", resource: "acs:oss:*:*:b/k", context: [], outcome: .allow),
     SimCase(policy: "all_policy.txt", action: "oss:PutObjectAcl", resource: "acs:oss:*:*:b/k", context: [], outcome: nil),
     SimCase(policy: "all_policy.txt", action: "s3:GetObjekt", resource: "arn:aws:s3:::b/k", context: [], outcome: nil),
-    SimCase(policy: "bucket_read_policy.txt", action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: [], outcome: .implicitDeny),
+    // s3:ListBucket also names OSS's GetBucketInfo and GetBucketStat, which the RAM policy does
+    // not grant: every S3 request the action authorises is allowed all the same.
+    SimCase(policy: "bucket_read_policy.txt", action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: [], outcome: .allow),
+    SimCase(policy: "bucket_read_policy.txt", action: "oss:GetBucketStat", resource: "acs:oss:*:*:photos", context: [], outcome: .implicitDeny),
     SimCase(policy: "bucket_read_policy.txt", action: "oss:ListObjects", resource: "acs:oss:*:*:photos", context: [], outcome: .allow),
     SimCase(policy: "bucket_read_policy.txt", action: "s3:PutObject", resource: "arn:aws:s3:::photos/k", context: [], outcome: .implicitDeny),
     SimCase(policy: "user_isolated_policy.txt", action: "oss:ListObjects", resource: "acs:oss:*:*:photos",
@@ -83,13 +86,22 @@ struct SimulatorTests {
         #expect(c.values(for: "acs:CurrentTime") == ["42"])
     }
 
+    /// The headline answers for the action's own dialect (every S3 request `s3:ListBucket`
+    /// authorises is allowed); the breakdown keeps every operation, OSS's own marked.
     @Test func differingOperationsAreListed() throws {
         let policy = EffectivePolicy(role: try shippedPolicy("bucket_read_policy.txt"))
         let result = try PolicySimulator.simulate(policy, action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: PolicyContext())
+        #expect(result.entries.filter { !$0.inDialect }.map(\.operation) == [.getBucketInfo, .getBucketStat])
         #expect(result.lines.count == 6)
-        #expect(result.lines[0].hasPrefix("Deny (implicit)"))
+        #expect(result.lines[0].hasPrefix("Allow by policy/bucket_read_policy.txt:3"))
         #expect(result.lines.contains { $0.hasPrefix("  headBucket (oss:ListObjects, s3:ListBucket): Allow by policy/bucket_read_policy.txt:3") })
-        #expect(result.lines.contains { $0.hasPrefix("  getBucketInfo (oss:GetBucketInfo, s3:ListBucket): Deny (implicit)") })
+        #expect(result.lines.contains {
+            $0.hasPrefix("  getBucketInfo (oss:GetBucketInfo, s3:ListBucket): Deny (implicit)") && $0.hasSuffix("(OSS requests only; not in the decision above)")
+        })
         #expect(result.lines.contains { $0.hasPrefix("  listObjects (oss:ListObjects, s3:ListBucket): Allow by policy/bucket_read_policy.txt:3") })
+        // A policy that refuses the S3 listing itself is still refused.
+        let none = EffectivePolicy(role: try Policy.load(text: #"{"Version":"1","Statement":[{"Effect":"Allow","Action":"oss:GetBucketInfo","Resource":"*"}]}"#,
+                                                           file: "p", variables: [:]))
+        #expect(!(try PolicySimulator.simulate(none, action: "s3:ListBucket", resource: "arn:aws:s3:::photos", context: PolicyContext())).decision.isAllowed)
     }
 }
