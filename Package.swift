@@ -138,7 +138,11 @@ if Context.environment["TOLLGATE_FUZZ"] != nil {
         ("FuzzChunked", ["FuzzSupport", "TollgateSignature"]),
         ("FuzzToken", ["TollgateToken", "TollgateCrypto"]),
         ("FuzzXML", ["TollgateXML"]),
+        // The gateway's connection: NIO's decoder, HTTP1Codec, GatewayFastPath (internal types,
+        // so TollgateServer is built for testing in fuzz builds only).
+        ("FuzzHTTP1", ["TollgateServer", "TollgateStore", .product(name: "NIOEmbedded", package: "swift-nio")]),
     ]
+    package.targets.first { $0.name == "TollgateServer" }?.swiftSettings?.append(.unsafeFlags(["-enable-testing"]))
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["TollgateSignature"], path: "fuzz/FuzzSupport",
                                    swiftSettings: swiftSettings))
     for fuzzer in fuzzers {

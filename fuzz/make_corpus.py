@@ -51,6 +51,49 @@ def token(claims: bytes, root=TOKEN_ROOT):
     signed = b"TG1." + kid + b"." + b64(claims)
     return signed + b"." + b64(h(h(root, b"tollgate/token-mac/v1"), signed))
 
+# Must match fuzz/FuzzHTTP1/FuzzHTTP1.swift: its root credentials, bucket and clock.
+HTTP1_ACCESS_KEY = "FUZZROOTACCESSKEY"
+HTTP1_SECRET = "fuzz-root-secret-0123456789abcdefghijklmn"
+
+def http1_seeds():
+    """Streams of pipelined requests, presigned by botocore with FuzzHTTP1's root credentials at
+    its clock (so the gateway accepts them), beside the malformed, closing and tunnelling kinds."""
+    import datetime
+    import boto3, botocore.auth
+    from botocore.config import Config
+    botocore.auth.get_current_datetime = lambda: datetime.datetime.fromtimestamp(TOKEN_NOW, datetime.timezone.utc).replace(tzinfo=None)
+    client = boto3.client("s3", endpoint_url="http://127.0.0.1:9000", region_name="us-east-1",
+                          aws_access_key_id=HTTP1_ACCESS_KEY, aws_secret_access_key=HTTP1_SECRET,
+                          config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+    def url(operation, **params):
+        return client.generate_presigned_url(operation, Params={"Bucket": "fuzz", **params}, ExpiresIn=3600)[len("http://127.0.0.1:9000"):]
+    def request(method, target, headers=(), body=b"", version="1.1"):
+        lines = [f"{method} {target} HTTP/{version}", "Host: 127.0.0.1:9000", *[f"{n}: {v}" for n, v in headers]]
+        if body:
+            lines.append(f"Content-Length: {len(body)}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+    get, missing = request("GET", url("get_object", Key="small.txt")), request("GET", url("get_object", Key="missing.txt"))
+    head = request("HEAD", url("head_object", Key="small.txt"))
+    put = request("PUT", url("put_object", Key="new.txt"), body=b"a new body")
+    expect = request("PUT", url("put_object", Key="expect.txt"), [("Expect", "100-continue")], b"expected")
+    meta = request("GET", url("get_object", Key="small.txt") + "&objectMeta")
+    listing = request("GET", url("list_objects_v2", Prefix="s"))
+    seeds = {
+        "get-head-missing": get + head + missing + get,
+        "missing-then-malformed": missing + b"GARBAGE / HTTP/9.9\r\n\x01\r\n\r\n",
+        "put-expect-pipelined": put + expect + get,
+        "objectmeta-then-get": meta + get,
+        "http10-then-get": request("GET", url("get_object", Key="small.txt"), version="1.0") + get,
+        "close-then-put": request("GET", url("get_object", Key="small.txt"), [("Connection", "close")]) + put,
+        "connect-then-get": b"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n" + get,
+        "get-announcing-a-body": request("GET", url("get_object", Key="small.txt"), [("Content-Length", "9")]) + get,
+        "list-chunked-put": listing + request("PUT", url("put_object", Key="chunked.txt"), [("Transfer-Encoding", "chunked")])
+                            + b"5\r\nhello\r\n0\r\n\r\n" + missing,
+        "anonymous-and-forged": request("GET", "/fuzz/small.txt") + request("GET", url("get_object", Key="small.txt")[:-1] + "0") + head,
+    }
+    for name, data in seeds.items():
+        write("FuzzHTTP1", name, data)
+
 def main():
     vs = vectors()
     if "--chunked-bases" in sys.argv:
@@ -119,6 +162,7 @@ def main():
           '<?pi x?><Part><PartNumber>10000</PartNumber><ETag><![CDATA["e<&>"]]></ETag></Part></s3:CompleteMultipartUpload>\n')
     write("FuzzXML", "truncated.xml", "<Delete><Object><Key>k</Key></Object>")
     write("FuzzXML", "doctype.xml", '<!DOCTYPE d [<!ENTITY a "aaaa">]><Delete><Object><Key>&a;</Key></Object></Delete>')
+    http1_seeds()
     for target in sorted(os.listdir(CORPUS)):
         print(f"{target}: {len(os.listdir(os.path.join(CORPUS, target)))} seeds")
 
