@@ -26,7 +26,9 @@ ROOT_ACCESS_KEY_ID = "TGROOTOSS"
 REGION = "cn-hangzhou"
 OTHER_BUCKET = "tollgate-private"  # exists, but outside the read/readwrite policies
 MiB = 1024 * 1024
-VERSIONS = ["v1", "v4"]
+# oss2's three signature versions: V1 (HMAC-SHA1), V2 (`OSS2`, HMAC-SHA256, every query
+# parameter signed) and V4 (OSS4-HMAC-SHA256).
+VERSIONS = ["v1", "v2", "v4"]
 
 
 
@@ -81,19 +83,24 @@ def provider(creds: dict, *, secret: str = None, token: str = None):
         token if token is not None else creds["SecurityToken"])
 
 
-def sts_bucket(server, creds: dict, version: str, bucket_name: str = None, *, secret: str = None,
-               token: str = None) -> oss2.Bucket:
-    """An oss2 bucket signed with temporary credentials: `oss2.StsAuth` (V1) or
-    `oss2.ProviderAuthV4` over a credentials provider carrying the security token (V4).
-    The endpoint is an IP address, so oss2 addresses the bucket path-style by itself."""
+def sts_auth(creds: dict, version: str, *, secret: str = None, token: str = None):
+    """oss2's signer for temporary credentials: `oss2.StsAuth` (V1), or `oss2.ProviderAuthV2` /
+    `oss2.ProviderAuthV4` over a credentials provider carrying the security token."""
     secret = secret if secret is not None else creds["AccessKeySecret"]
     token = token if token is not None else creds["SecurityToken"]
     if version == "v1":
-        auth = oss2.StsAuth(creds["AccessKeyId"], secret, token)
-    else:
-        auth = oss2.ProviderAuthV4(provider(creds, secret=secret, token=token))
-    return oss2.Bucket(auth, server.gateway_url, bucket_name or server.bucket, region=REGION,
-                       connect_timeout=30)
+        return oss2.StsAuth(creds["AccessKeyId"], secret, token)
+    if version == "v2":
+        return oss2.ProviderAuthV2(provider(creds, secret=secret, token=token))
+    return oss2.ProviderAuthV4(provider(creds, secret=secret, token=token))
+
+
+def sts_bucket(server, creds: dict, version: str, bucket_name: str = None, *, secret: str = None,
+               token: str = None) -> oss2.Bucket:
+    """An oss2 bucket signed with temporary credentials (`sts_auth`). The endpoint is an IP
+    address, so oss2 addresses the bucket path-style by itself."""
+    return oss2.Bucket(sts_auth(creds, version, secret=secret, token=token), server.gateway_url,
+                       bucket_name or server.bucket, region=REGION, connect_timeout=30)
 
 
 def root_bucket(server, bucket_name: str = None) -> oss2.Bucket:
@@ -195,6 +202,8 @@ SKEWED_CLIENT = textwrap.dedent("""
     creds = args["creds"]
     if args["version"] == "v1":
         auth = oss2.StsAuth(creds["AccessKeyId"], creds["AccessKeySecret"], creds["SecurityToken"])
+    elif args["version"] == "v2":
+        auth = oss2.StsAuth(creds["AccessKeyId"], creds["AccessKeySecret"], creds["SecurityToken"], auth_version="v2")
     else:
         auth = oss2.ProviderAuthV4(oss2.credentials.StaticCredentialsProvider(
             creds["AccessKeyId"], creds["AccessKeySecret"], creds["SecurityToken"]))

@@ -20,7 +20,7 @@ import requests
 from conftest import ROOT_SECRET, Server
 from oss_helpers import (MiB, OTHER_BUCKET, REGION, ROOT_ACCESS_KEY_ID, VERSIONS, android_fetch,
                          assert_absent, boto3_client, captured_oss2_signing, http_date_of, iso_prefix,
-                         issue, parse_expiration, refused, root_bucket, run_skewed_client, sts_bucket)
+                         issue, parse_expiration, refused, root_bucket, run_skewed_client, sts_auth, sts_bucket)
 
 
 # MARK: Fixtures
@@ -435,6 +435,9 @@ def test_presigned_urls_with_plain_http(oss_server, bucket, creds, version):
     put_url = bucket.sign_url("PUT", key, 60)
     if version == "v1":
         assert "security-token=" in put_url and "OSSAccessKeyId=" in put_url and "Signature=" in put_url
+    elif version == "v2":
+        assert "x-oss-signature-version=OSS2" in put_url and "x-oss-access-key-id=" in put_url
+        assert "security-token=" in put_url and "x-oss-signature=" in put_url and "x-oss-expires=" in put_url
     else:
         assert "x-oss-security-token=" in put_url and "x-oss-signature=" in put_url
     response = requests.put(put_url, data=b"uploaded with a presigned url")
@@ -498,11 +501,12 @@ def test_presigned_urls_with_plain_http(oss_server, bucket, creds, version):
     assert_absent(oss_server, denied)
 
 
-def test_v4_presigned_additional_headers(oss_server, creds):
-    """V4 presigned URLs can sign extra headers (`x-oss-additional-headers`): sent as signed they
-    pass, changed they are refused."""
-    bucket = sts_bucket(oss_server, creds, "v4")
-    key = "v4/presigned/additional.txt"
+@pytest.mark.parametrize("signer", ["v2", "v4"])
+def test_presigned_additional_headers(oss_server, creds, signer):
+    """V2 and V4 presigned URLs can sign extra headers (`x-oss-additional-headers`): sent as signed
+    they pass, changed they are refused."""
+    bucket = sts_bucket(oss_server, creds, signer)
+    key = f"{signer}/presigned/additional.txt"
     headers = {"Content-Disposition": "inline", "Content-Type": "text/plain"}
     url = bucket.sign_url("PUT", key, 60, headers=headers, additional_headers=["content-disposition"])
     assert "x-oss-additional-headers=content-disposition" in url
@@ -525,12 +529,7 @@ def test_buckets(oss_server, creds, version):
     new = f"tollgate-new-{version}"
     refused(lambda: sts_bucket(oss_server, read_creds, version, new).create_bucket(), 403, "AccessDenied")
     refused(lambda: root_bucket(oss_server, new).list_objects(), 404, "NoSuchBucket")
-    if version == "v1":
-        read_service = oss2.Service(oss2.StsAuth(read_creds["AccessKeyId"], read_creds["AccessKeySecret"],
-                                                 read_creds["SecurityToken"]), oss_server.gateway_url)
-    else:
-        from oss_helpers import provider
-        read_service = oss2.Service(oss2.ProviderAuthV4(provider(read_creds)), oss_server.gateway_url, region=REGION)
+    read_service = oss2.Service(sts_auth(read_creds, version), oss_server.gateway_url, region=REGION)
     refused(lambda: read_service.list_buckets(), 403, "AccessDenied")
     # oss2 requires each <Bucket> of ListAllMyBucketsResult to carry Name, Location, CreationDate,
     # ExtranetEndpoint, IntranetEndpoint and StorageClass (oss2.xml_utils.parse_list_buckets).
@@ -644,6 +643,11 @@ def test_wrong_secret(oss_server, creds, version):
         provided = authorization.split(":", 1)[1]
         assert error.details["StringToSign"].startswith("PUT\n")
         assert error.details["StringToSign"].endswith(f"/{oss_server.bucket}/{key}")
+    elif version == "v2":
+        provided = authorization.split("Signature:", 1)[1]
+        assert authorization.startswith(f"OSS2 AccessKeyId:{creds['AccessKeyId']},")
+        assert error.details["StringToSign"].startswith("PUT\n")
+        assert error.details["StringToSign"].endswith("%2F" + oss_server.bucket + "%2F" + key.replace("/", "%2F"))
     else:
         provided = authorization.split("Signature=", 1)[1].split(",")[0].strip()
         assert error.details["StringToSign"].startswith("OSS4-HMAC-SHA256\n")
@@ -658,6 +662,8 @@ def test_unknown_access_key(oss_server, version):
     key = f"{version}/refusals/unknown-key.txt"
     if version == "v1":
         b = oss2.Bucket(oss2.Auth(fake["AccessKeyId"], fake["AccessKeySecret"]), oss_server.gateway_url, oss_server.bucket)
+    elif version == "v2":
+        b = oss2.Bucket(oss2.AuthV2(fake["AccessKeyId"], fake["AccessKeySecret"]), oss_server.gateway_url, oss_server.bucket)
     else:
         b = oss2.Bucket(oss2.AuthV4(fake["AccessKeyId"], fake["AccessKeySecret"]), oss_server.gateway_url,
                         oss_server.bucket, region=REGION)
@@ -783,12 +789,7 @@ def test_virtual_host_addressing(monkeypatch, auth_version):
         monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: real(
             "127.0.0.1" if host == "oss.test" or str(host).endswith(".oss.test") else host, *a, **k))
         creds = android_fetch(server.url)
-        if auth_version == "v1":
-            auth = oss2.StsAuth(creds["AccessKeyId"], creds["AccessKeySecret"], creds["SecurityToken"])
-        else:
-            from oss_helpers import provider
-            auth = oss2.ProviderAuthV4(provider(creds))
-        bucket = oss2.Bucket(auth, f"http://oss.test:{server.gateway_port}", server.bucket, region=REGION)
+        bucket = oss2.Bucket(sts_auth(creds, auth_version), f"http://oss.test:{server.gateway_port}", server.bucket, region=REGION)
         with captured_oss2_signing() as signing:
             bucket.put_object("vhost/a b ✓.txt", b"virtual", headers={"x-oss-meta-a": "v"})
             got = bucket.get_object("vhost/a b ✓.txt")
@@ -841,3 +842,77 @@ def test_a_head_is_the_same_from_memory(bucket, version):
     assert from_index.headers["Content-Length"] == "10" and from_index.headers["x-oss-meta-owner"] == "me"
     assert answer_without_ids(requests.head(url)) == answer_without_ids(from_index)
     assert bucket.head_object(key).content_length == 10
+
+
+# MARK: Signature V2 (OSS2)
+
+def test_signature_v2_with_every_oss2_signer(oss_server, creds):
+    """`OSS2 AccessKeyId:…,AdditionalHeaders:…,Signature:…` from oss2's AuthV2 (root credentials),
+    StsAuth with auth_version v2 and ProviderAuthV2 (temporary ones): objects, listings,
+    multipart, buckets."""
+    sts = oss2.Bucket(oss2.StsAuth(creds["AccessKeyId"], creds["AccessKeySecret"], creds["SecurityToken"],
+                                   auth_version=oss2.AUTH_VERSION_2), oss_server.gateway_url, oss_server.bucket)
+    root = oss2.Bucket(oss2.AuthV2(ROOT_ACCESS_KEY_ID, ROOT_SECRET), oss_server.gateway_url, oss_server.bucket)
+    with captured_oss2_signing() as signing:
+        sts.put_object("sigv2/a b+c?d=e&f.txt", b"signed with OSS2", headers={"x-oss-meta-a": "1"})
+        assert root.get_object("sigv2/a b+c?d=e&f.txt", byte_range=(0, 5)).read() == b"signed"
+        assert [o.key for o in sts.list_objects(prefix="sigv2/", delimiter="/", max_keys=10).object_list] == ["sigv2/a b+c?d=e&f.txt"]
+        assert [o.key for o in oss2.ObjectIteratorV2(root, prefix="sigv2/", max_keys=1)] == ["sigv2/a b+c?d=e&f.txt"]
+        upload_id = sts.init_multipart_upload("sigv2/mp").upload_id
+        etag = sts.upload_part("sigv2/mp", upload_id, 1, b"only part").etag
+        assert [p.etag for p in sts.list_parts("sigv2/mp", upload_id).parts] == [etag]
+        sts.complete_multipart_upload("sigv2/mp", upload_id, [oss2.models.PartInfo(1, etag)])
+        assert root.get_object("sigv2/mp").read() == b"only part"
+        names = [b.name for b in oss2.Service(oss2.AuthV2(ROOT_ACCESS_KEY_ID, ROOT_SECRET), oss_server.gateway_url).list_buckets().buckets]
+        assert oss_server.bucket in names
+        sts.delete_object("sigv2/a b+c?d=e&f.txt")
+    authorizations = [r["authorization"] for r in signing["requests"]]
+    assert all(a.startswith("OSS2 AccessKeyId:") for a in authorizations), authorizations
+    # oss2 signs the Range header as an additional header.
+    assert any("AdditionalHeaders:range" in a for a in authorizations), authorizations
+    assert all(r.get("x-oss-security-token") for r, a in zip(signing["requests"], authorizations)
+               if a.startswith(f"OSS2 AccessKeyId:{creds['AccessKeyId']},"))
+
+
+def test_signature_v2_signs_every_query_parameter(oss_server, creds):
+    """A V2 presigned URL covers its whole query: a parameter added to it, one that selects
+    another operation or one that does not, breaks the signature (V1 signs sub-resources only)."""
+    bucket = sts_bucket(oss_server, creds, "v2")
+    key = "sigv2/presigned.txt"
+    bucket.put_object(key, b"presigned")
+    url = bucket.sign_url("GET", key, 60, params={"response-content-type": "text/plain"})
+    assert "x-oss-signature-version=OSS2" in url and "security-token=" in url
+    response = requests.get(url)
+    assert response.status_code == 200 and response.content == b"presigned" and response.headers["Content-Type"] == "text/plain"
+    for extra in ("objectMeta", "acl", "prefix=x", "response-content-type=text/html", "versionId=null"):
+        changed = requests.get(url + "&" + extra)
+        assert changed.status_code == 403, (extra, changed.text)
+        assert ET.fromstring(changed.content).findtext("Code") == "SignatureDoesNotMatch", extra
+        assert changed.headers["x-oss-request-id"]
+    # Header-signed requests sign their query too: a query parameter oss2 did not send is refused.
+    with captured_oss2_signing() as signing:
+        bucket.get_object(key)
+    headers = {k: v for k, v in signing["requests"][-1].items() if v is not None}
+    changed = requests.get(signing["urls"][-1] + "?x-oss-traffic-limit=819200", headers=headers)
+    assert changed.status_code == 403 and ET.fromstring(changed.content).findtext("Code") == "SignatureDoesNotMatch"
+
+
+def test_signature_v2_errors_speak_oss(oss_server, creds):
+    """Malformed or refused V2 requests are answered as OSS XML with OSS's codes."""
+    url = f"{oss_server.gateway_url}/{oss_server.bucket}/sigv2/x"
+    date = format_datetime(datetime.now(timezone.utc), usegmt=True)
+    for authorization, status, code in [
+        ("OSS2 AccessKeyId:TGROOTOSS", 400, "InvalidArgument"),
+        ("OSS2 AccessKeyId:TGROOTOSS,Signature:abc,Extra:1", 400, "InvalidArgument"),
+        ("OSS2 AccessKeyId:TGROOTOSS,Signature:bm90IGl0", 403, "SignatureDoesNotMatch"),
+        ("OSS2 AccessKeyId:NOSUCHKEY,Signature:bm90IGl0", 403, "InvalidAccessKeyId"),
+        (f"OSS2 AccessKeyId:{creds['AccessKeyId']},Signature:bm90IGl0", 403, "InvalidSecurityToken"),
+        ("OSS3 AccessKeyId:TGROOTOSS,Signature:bm90IGl0", 400, "InvalidArgument"),
+    ]:
+        response = requests.get(url, headers={"Authorization": authorization, "Date": date})
+        assert response.status_code == status, (authorization, response.text)
+        error = ET.fromstring(response.content)
+        assert error.findtext("Code") == code, (authorization, response.text)
+        assert error.findtext("RequestId") == response.headers["x-oss-request-id"]
+        assert "x-amz-request-id" not in response.headers and error.find("Resource") is None
+        assert "AWS4" not in error.findtext("Message"), response.text

@@ -8,6 +8,8 @@ public enum SignatureDialect: String, Sendable, Equatable {
     case s3SigV2
     /// OSS `Authorization: OSS ak:sig` / `OSSAccessKeyId` presigned URLs (HMAC-SHA1).
     case ossV1
+    /// OSS `Authorization: OSS2 AccessKeyId:…` / `x-oss-signature-version=OSS2` presigned URLs (HMAC-SHA256).
+    case ossV2
     /// OSS `OSS4-HMAC-SHA256` (header or presigned query).
     case ossV4
 }
@@ -55,7 +57,7 @@ public struct VerifiedIdentity: Sendable, Equatable {
     public var securityToken: String?
     /// True for presigned (query-string) requests.
     public var presigned: Bool
-    /// The region from the credential scope (SigV4, OSS V4); nil for OSS V1.
+    /// The region from the credential scope (SigV4, OSS V4); nil for OSS V1 and V2.
     public var region: String?
     /// Lowercased names of the headers covered by the signature.
     public var signedHeaders: [String]

@@ -3,8 +3,9 @@ import TollgateCrypto
 import TollgateDates
 
 /// OSS request signatures: V1 (`Authorization: OSS ak:sig`, HMAC-SHA1, and `OSSAccessKeyId`
-/// presigned URLs) and V4 (`OSS4-HMAC-SHA256`, header and presigned), canonicalised exactly as
-/// Alibaba's oss2 SDK (`oss2/auth.py`) signs.
+/// presigned URLs), V2 (`OSS2 AccessKeyId:…`, HMAC-SHA256, header and presigned: see
+/// OSSSignatureV2.swift) and V4 (`OSS4-HMAC-SHA256`, header and presigned), canonicalised
+/// exactly as Alibaba's oss2 SDK (`oss2/auth.py`) signs.
 ///
 /// OSS signs the bucket and the decoded object key rather than the request path (which differs
 /// between path-style and virtual-host addressing), so the HTTP layer passes both explicitly:
@@ -36,7 +37,7 @@ public enum OSSSignature {
         "requesterQosInfo", "qosRequester", "resourcePoolInfo", "resourcePool", "resourcePoolBuckets",
     ]
 
-    /// Verifies an OSS-signed request (any of the four forms).
+    /// Verifies an OSS-signed request (any of the six forms).
     public static func verify(_ request: SignatureRequest, bucket: String?, key: String?,
                               lookup: SecretLookup) throws(OSSAuthError) -> VerifiedIdentity {
         let query = request.query
@@ -44,6 +45,8 @@ public enum OSSSignature {
         switch SignatureScheme.detect(request) {
         case .ossV1Header: return try verifyV1Header(request, query: query, bucket: bucket, key: key, token: token, lookup: lookup)
         case .ossV1Query: return try verifyV1Query(request, query: query, bucket: bucket, key: key, token: token, lookup: lookup)
+        case .ossV2Header: return try verifyV2Header(request, query: query, bucket: bucket, key: key, token: token, lookup: lookup)
+        case .ossV2Query: return try verifyV2Query(request, query: query, bucket: bucket, key: key, token: token, lookup: lookup)
         case .ossV4Header: return try verifyV4Header(request, query: query, bucket: bucket, key: key, token: token, lookup: lookup)
         case .ossV4Query: return try verifyV4Query(request, query: query, bucket: bucket, key: key, token: token, lookup: lookup)
         case .unsupported(let name):
@@ -53,7 +56,7 @@ public enum OSSSignature {
         }
     }
 
-    /// `x-oss-security-token` header, or `security-token` (V1) / `x-oss-security-token` (V4)
+    /// `x-oss-security-token` header, or `security-token` (V1, V2) / `x-oss-security-token` (V4)
     /// query parameter; more than one is an InvalidArgument.
     static func securityToken(_ request: SignatureRequest, query: RawQuery) throws(OSSAuthError) -> String? {
         var found: [(String, String)] = []

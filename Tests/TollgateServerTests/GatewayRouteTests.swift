@@ -164,7 +164,7 @@ func conditionDates() throws {
 }
 
 /// A signature that covers only some query parameters must cover every one that selects the
-/// operation (S3 SigV2 and OSS V1 sign their sub-resource lists; SigV4 signs the whole query).
+/// operation (S3 SigV2 and OSS V1 sign their sub-resource lists; SigV4 and OSS V2 sign the whole query).
 private let coverageCases: [(SignatureScheme, String, String?, [String: String], Bool)] = [
     (.s3SigV2Query, "GET", "k", ["objectMeta": ""], true),
     (.s3SigV2Query, "GET", nil, ["stat": ""], true),
@@ -178,6 +178,8 @@ private let coverageCases: [(SignatureScheme, String, String?, [String: String],
     (.ossV1Header, "POST", "k", ["append": "", "position": "0"], false),
     (.s3SigV4Query, "GET", nil, ["stat": ""], false),  // SigV4 signs every parameter
     (.ossV4Header, "GET", "k", ["objectMeta": ""], false),
+    (.ossV2Query, "GET", "k", ["objectMeta": ""], false),  // OSS V2 signs every parameter
+    (.ossV2Header, "GET", nil, ["stat": "", "prefix": "a"], false),
 ]
 
 @Test("an unsigned parameter that changes the operation is refused", arguments: coverageCases)

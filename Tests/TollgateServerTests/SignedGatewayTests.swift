@@ -21,9 +21,11 @@ import TollgateToken
 // checked in the caller's dialect and against what the store then holds.
 
 /// The gateway's clock and the time of every signature, fixed so the signed dates are constants.
-private let now = Date(timeIntervalSince1970: 1_795_000_000)
+let signedGatewayNow = Date(timeIntervalSince1970: 1_795_000_000)
+private let now = signedGatewayNow
 private let amzDate = "20261118T110640Z"
-private let httpDate = "Wed, 18 Nov 2026 11:06:40 GMT"
+let signedGatewayHTTPDate = "Wed, 18 Nov 2026 11:06:40 GMT"
+private let httpDate = signedGatewayHTTPDate
 private let region = "us-east-1"
 
 /// The role the tests' credentials carry: read, write and list in `tollgate`, delete only under
@@ -51,7 +53,7 @@ private let corsPolicy = """
     """
 
 /// One request before it is signed. Keys and queries here need no percent-encoding.
-private struct Unsigned {
+struct Unsigned {
     var method: HTTPRequest.Method
     var bucket: String
     var key: String?
@@ -77,7 +79,7 @@ private struct Unsigned {
 }
 
 /// The gateway under test, with its store and the token service of its configuration.
-private struct SignedGateway {
+struct SignedGateway {
     let client: any TestClientProtocol
     let store: any ObjectStore
     let tokens: TokenService
@@ -125,7 +127,7 @@ private struct SignedGateway {
     }
 }
 
-private func withSignedGateway(extraConfig: String = "", store: (any ObjectStore)? = nil,
+func withSignedGateway(extraConfig: String = "", store: (any ObjectStore)? = nil,
                                _ body: @Sendable (SignedGateway) async throws -> Void) async throws {
     let fixture = try Fixture(roles: ["writer": writerPolicy, "cors": corsPolicy], extraConfig: extraConfig, now: { now })
     defer { fixture.remove() }
@@ -156,7 +158,7 @@ private func signS3(_ request: Unsigned, _ credentials: IssuedCredentials, paylo
 }
 
 /// OSS V1: `OSS id:base64(HMAC-SHA1(secret, string to sign))`, the string from `OSSSignature`.
-private func signOSS(_ request: Unsigned, _ credentials: IssuedCredentials) throws -> HTTPFields {
+func signOSS(_ request: Unsigned, _ credentials: IssuedCredentials) throws -> HTTPFields {
     var signed: SignatureHeaders = ["host": "localhost", "date": httpDate, "x-oss-security-token": credentials.securityToken]
     for (name, value) in request.headers { signed.add(name: name, value: value) }
     let stringToSign = OSSSignature.stringToSignV1(method: request.method.rawValue, headers: signed, date: httpDate,
@@ -179,7 +181,7 @@ private func presignS3(_ request: Unsigned, _ credentials: IssuedCredentials, ex
     return request.path + "?" + query + "&X-Amz-Signature=" + signature
 }
 
-private func fields(_ signed: SignatureHeaders, authorization: String) -> HTTPFields {
+func fields(_ signed: SignatureHeaders, authorization: String) -> HTTPFields {
     var fields = HTTPFields()
     // Host travels as the request's authority (`localhost` in router tests).
     for field in signed.fields where field.name != "host" {
@@ -193,7 +195,7 @@ private func fields(_ signed: SignatureHeaders, authorization: String) -> HTTPFi
 
 /// A refusal in the caller's dialect: status, code, the dialect's request id header (and not
 /// the other's), S3's `Resource`, and no body for HEAD.
-private func expectError(_ response: TestResponse, _ dialect: Dialect, status: HTTPResponse.Status, code: String,
+func expectError(_ response: TestResponse, _ dialect: Dialect, status: HTTPResponse.Status, code: String,
                          head: Bool = false, sourceLocation: SourceLocation = #_sourceLocation) {
     #expect(response.status == status, sourceLocation: sourceLocation)
     #expect(response.headers[dialect == .s3 ? .amzRequestID : .ossRequestID] != nil, sourceLocation: sourceLocation)
@@ -211,7 +213,7 @@ private func deleteBody(_ keys: [String]) -> String {
     "<Delete><Quiet>false</Quiet>" + keys.map { "<Object><Key>\($0)</Key></Object>" }.joined() + "</Delete>"
 }
 
-private func contentMD5(_ body: String) throws -> String {
+func contentMD5(_ body: String) throws -> String {
     Base64.encode(try Crypto.md5(Array(body.utf8)))
 }
 

@@ -337,10 +337,13 @@ struct CanonicalFormTests {
         ([], "x-oss-signature-version=OSS4-HMAC-SHA256&x-oss-credential=a", .ossV4Query),
         ([], "X-Amz-Algorithm=AWS4-HMAC-SHA256", .s3SigV4Query),
         ([], "acl", .anonymous),
-        // Precedence: OSS V4, OSS V1, S3 V4, S3 V2, wherever each stands in the query.
+        // Precedence: OSS V4 and V2, OSS V1, S3 V4, S3 V2, wherever each stands in the query.
         ([], "X-Amz-Algorithm=AWS4-HMAC-SHA256&OSSAccessKeyId=a", .ossV1Query),
         ([], "AWSAccessKeyId=a&X-Amz-Algorithm=AWS4-HMAC-SHA256", .s3SigV4Query),
-        ([], "OSSAccessKeyId=a&x-oss-signature-version=OSS2&x-oss-signature-version=OSS4-HMAC-SHA256", .unsupported("OSS2")),
+        ([], "OSSAccessKeyId=a&x-oss-signature-version=OSS2&x-oss-signature-version=OSS4-HMAC-SHA256", .ossV2Query),
+        ([], "OSSAccessKeyId=a&x-oss-signature-version=OSS3", .unsupported("OSS3")),
+        ([("Authorization", "OSS2 AccessKeyId:a,Signature:b")], "", .ossV2Header),
+        ([("Authorization", "OSS3 AccessKeyId:a,Signature:b")], "", .unsupported("OSS3")),
         // Names as decoded, compared exactly.
         ([], "X%2DAmz-Algorithm=AWS4-HMAC-SHA256", .s3SigV4Query),
         ([], "x-amz-algorithm=AWS4-HMAC-SHA256&awsaccesskeyid=a", .anonymous),

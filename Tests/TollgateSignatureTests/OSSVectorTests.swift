@@ -12,7 +12,7 @@ func isOSSMismatch(_ error: OSSAuthError?) -> Bool {
     return false
 }
 
-@Suite("OSS V1 and V4 against oss2-signed requests")
+@Suite("OSS V1, V2 and V4 against oss2-signed requests")
 struct OSSVectorTests {
     func verify(_ vector: OSSVector, _ request: SignatureRequest, bucket: String?? = nil, key: String?? = nil,
                 secretSuffix: String = "") throws(OSSAuthError) -> VerifiedIdentity {
@@ -28,12 +28,14 @@ struct OSSVectorTests {
         switch (vector.version, vector.presigned) {
         case (.v1, false): #expect(scheme == .ossV1Header)
         case (.v1, true): #expect(scheme == .ossV1Query)
+        case (.v2, false): #expect(scheme == .ossV2Header)
+        case (.v2, true): #expect(scheme == .ossV2Query)
         case (.v4, false): #expect(scheme == .ossV4Header)
         case (.v4, true): #expect(scheme == .ossV4Query)
         }
         let identity = try verify(vector, request)
         #expect(identity.accessKeyId == vector.accessKeyId)
-        #expect(identity.dialect == (vector.version == .v1 ? .ossV1 : .ossV4))
+        #expect(identity.dialect == [OSSVersion.v1: .ossV1, .v2: .ossV2, .v4: .ossV4][vector.version])
         #expect(identity.presigned == vector.presigned)
         #expect(identity.securityToken == vector.token)
         #expect(identity.region == vector.region)
@@ -48,6 +50,13 @@ struct OSSVectorTests {
             request.rawQuery = replacingQueryValue(request.rawQuery, "Signature") { ($0.first == "A" ? "B" : "A") + $0.dropFirst() }
         case (.v4, true):
             request.rawQuery = replacingQueryValue(request.rawQuery, "x-oss-signature", flipLastHex)
+        case (.v2, true):
+            request.rawQuery = replacingQueryValue(request.rawQuery, "x-oss-signature") { ($0.first == "A" ? "B" : "A") + $0.dropFirst() }
+        case (.v2, false):
+            request.headers = SignatureHeaders(vector.headers.replacing("Authorization") { auth in
+                let start = auth.range(of: "Signature:")!.upperBound
+                return auth[..<start] + (auth[start] == "A" ? "B" : "A") + auth[auth.index(after: start)...]
+            })
         case (.v1, false):
             request.headers = SignatureHeaders(vector.headers.replacing("Authorization") { auth in
                 let colon = auth.lastIndex(of: ":")!
@@ -178,5 +187,82 @@ struct OSSVectorTests {
         #expect(OSSSignature.canonicalizedResourceV1(bucket: "b", key: "k", query: RawQuery("prefix=a&acl&uploadId=x%2By&foo=1"))
                 == "/b/k?acl&uploadId=x+y")
         #expect(OSSSignature.canonicalizedResourceV1(bucket: nil, key: nil, query: RawQuery("")) == "/")
+    }
+
+    @Test("V2's string to sign is the one oss2 signed", arguments: generatedOSSVectors.filter { $0.version == .v2 })
+    func stringToSignV2(_ vector: OSSVector) throws {
+        let expected = try #require(vector.stringToSign)
+        let request = vector.request()
+        let date = vector.presigned ? try #require(request.query.first(named: "x-oss-expires")) : try #require(request.headers["date"])
+        let additional = vector.presigned
+            ? request.query.first(named: "x-oss-additional-headers")
+            : OSSSignature.parseV2Authorization(request.headers["authorization"] ?? "")?.additionalHeaders
+        let computed = OSSSignature.stringToSignV2(method: vector.method, headers: request.headers, date: date,
+                                                   additionalHeaders: OSSSignature.parseAdditionalHeaders(additional),
+                                                   bucket: vector.bucket, key: vector.key, query: request.query, presigned: vector.presigned)
+        #expect(computed == expected)
+        // The error for a wrong secret shows that string, for the client to compare with its own.
+        let error = ossError { () throws(OSSAuthError) in try verify(vector, vector.request(), secretSuffix: "x") }
+        #expect(error?.details.first { $0.name == "StringToSign" }?.value == expected)
+    }
+
+    @Test("V2 signs every query parameter: one added, removed or changed fails",
+          arguments: generatedOSSVectors.filter { $0.version == .v2 })
+    func v2SignsTheWholeQuery(_ vector: OSSVector) {
+        var added = vector.request()
+        added.rawQuery = added.rawQuery.isEmpty ? "objectMeta" : added.rawQuery + "&prefix=x"
+        #expect(isOSSMismatch(ossError { () throws(OSSAuthError) in try verify(vector, added) }))
+        for scheme in [SignatureScheme.ossV2Header, .ossV2Query] {
+            for name in ["prefix", "objectMeta", "x-oss-process", "anything"] { #expect(scheme.signsQueryParameter(name)) }
+        }
+    }
+
+    @Test("V2 canonical resource: /bucket/key encoded, slashes too; every parameter, decoded then encoded, sorted")
+    func canonicalResourceV2() {
+        func resource(_ bucket: String?, _ key: String?, _ query: String, presigned: Bool = false) -> String {
+            OSSSignature.canonicalizedResourceV2(bucket: bucket, key: key, query: RawQuery(query), presigned: presigned)
+        }
+        #expect(resource(nil, nil, "") == "%2F")
+        #expect(resource("b", nil, "") == "%2Fb%2F")
+        #expect(resource("b", "a b/ü+~", "") == "%2Fb%2Fa%20b%2F%C3%BC%2B~")
+        #expect(resource("b", "k", "z=1&a%20b=%2f+x&acl&c=") == "%2Fb%2Fk?a%20b=%2F%20x&acl&c&z=1")
+        #expect(resource("b", "k", "x-oss-signature=s&x-oss-expires=1", presigned: true) == "%2Fb%2Fk?x-oss-expires=1")
+        #expect(resource("b", "k", "x-oss-signature=s", presigned: false) == "%2Fb%2Fk?x-oss-signature=s")
+    }
+
+    @Test("V2 Authorization: AccessKeyId and Signature required, AdditionalHeaders optional, nothing else, nothing twice",
+          arguments: [
+              ("OSS2 AccessKeyId:ak,Signature:c2ln", "ak", nil, "c2ln"),
+              ("OSS2 AccessKeyId:ak,AdditionalHeaders:range;host,Signature:c2/+ln==", "ak", "range;host", "c2/+ln=="),
+              ("OSS2 AccessKeyId: ak , Signature: c2ln", "ak", nil, "c2ln"),
+              ("OSS2 Signature:c2ln,AccessKeyId:ak", "ak", nil, "c2ln"),
+              ("OSS2 AccessKeyId:ak", nil, nil, nil),
+              ("OSS2 Signature:c2ln", nil, nil, nil),
+              ("OSS2 AccessKeyId:ak,Signature:", nil, nil, nil),
+              ("OSS2 AccessKeyId:ak,Signature:a,Signature:b", nil, nil, nil),
+              ("OSS2 AccessKeyId:ak,Signature:a,Other:b", nil, nil, nil),
+              ("OSS2 AccessKeyId:ak,Signature", nil, nil, nil),
+              ("OSS AccessKeyId:ak,Signature:a", nil, nil, nil),
+          ] as [(String, String?, String?, String?)])
+    func authorizationV2(_ input: (String, String?, String?, String?)) {
+        let parsed = OSSSignature.parseV2Authorization(input.0)
+        #expect(parsed?.accessKeyId == input.1)
+        #expect(parsed?.additionalHeaders == input.2)
+        #expect(parsed?.signature == input.3)
+    }
+
+    @Test("V2 header-signed requests outside 15 minutes are RequestTimeTooSkewed; presigned ones expire at x-oss-expires")
+    func v2Times() throws {
+        let header = try #require(generatedOSSVectors.first { $0.version == .v2 && !$0.presigned && $0.token == nil })
+        #expect(ossError { () throws(OSSAuthError) in try verify(header, header.request(now: Date(timeIntervalSince1970: generatedNow + 901))) }?.code
+                == "RequestTimeTooSkewed")
+        _ = try verify(header, header.request(now: Date(timeIntervalSince1970: generatedNow + 899)))
+        let presigned = try #require(generatedOSSVectors.first { $0.name == "oss2 v2 presigned get 0" })
+        _ = try verify(presigned, presigned.request(now: Date(timeIntervalSince1970: generatedNow + 3600)))
+        let expired = ossError { () throws(OSSAuthError) in try verify(presigned, presigned.request(now: Date(timeIntervalSince1970: generatedNow + 3601))) }
+        #expect(expired?.code == "AccessDenied" && expired?.message == "Request has expired.")
+        var noExpiry = presigned.request()
+        noExpiry.rawQuery = replacingQueryValue(noExpiry.rawQuery, "x-oss-expires") { _ in "soon" }
+        #expect(ossError { () throws(OSSAuthError) in try verify(presigned, noExpiry) }?.code == "InvalidArgument")
     }
 }

@@ -7,7 +7,7 @@ enum ExpectedS3Mode: Sendable {
     case sha256, unsigned, streamingSigned, streamingSignedTrailer, streamingUnsignedTrailer
 }
 
-enum OSSVersion: Sendable { case v1, v4 }
+enum OSSVersion: Sendable { case v1, v2, v4 }
 
 /// A request signed by botocore (or by the documented AWS algorithm), from GeneratedVectors.swift.
 struct S3Vector: Sendable, CustomTestStringConvertible {
@@ -60,6 +60,8 @@ struct OSSVector: Sendable, CustomTestStringConvertible {
     var version: OSSVersion
     var presigned: Bool
     var region: String?
+    /// V2: the string oss2 signed (from its log).
+    var stringToSign: String? = nil
 
     var testDescription: String { name }
 

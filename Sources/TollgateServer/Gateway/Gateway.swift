@@ -368,6 +368,11 @@ struct Gateway: HTTPResponder, Sendable {
             throw GatewayError.accessDenied("Anonymous access is not allowed; sign the request with credentials from the token endpoint.")
         case .unsupported(let name):
             metrics.denied(.malformedAuth)
+            // In the dialect the scheme's name claims (an `OSS…` one is answered as OSS).
+            guard dialect == .s3 else {
+                throw GatewayError.invalidArgument("The authorization mechanism you have provided (\(name)) is not supported. Please use OSS, OSS2 or OSS4-HMAC-SHA256.",
+                                                   name: "Authorization", value: name)
+            }
             throw GatewayError(.badRequest, "InvalidRequest",
                                "The authorization mechanism you have provided (\(name)) is not supported. Please use AWS4-HMAC-SHA256.")
         case .s3SigV4Header, .s3SigV4Query:
@@ -385,7 +390,7 @@ struct Gateway: HTTPResponder, Sendable {
                 metrics.denied(DenialReason(error))
                 throw error
             }
-        case .ossV1Header, .ossV1Query, .ossV4Header, .ossV4Query:
+        case .ossV1Header, .ossV1Query, .ossV2Header, .ossV2Query, .ossV4Header, .ossV4Query:
             do throws(OSSAuthError) { identity = try authenticator.authenticateOSS(signed, bucket: bucket, key: key) } catch {
                 metrics.denied(DenialReason(error))
                 throw error

@@ -7,8 +7,12 @@ its default aws-chunked + CRC32 trailer uploads over https). Signed aws-chunked 
 botocore does not produce, are built here by following AWS's documented algorithm; the script
 first checks that this construction reproduces AWS's published example signatures.
 
-OSS: oss2's Auth, StsAuth and AuthV4/ProviderAuthV4 (header signing through an intercepted
-Bucket, and Bucket.sign_url for presigned URLs).
+OSS: oss2's Auth, AuthV2, StsAuth (V1, V2 and V4) and AuthV4/ProviderAuthV4 (header signing
+through an intercepted Bucket, and Bucket.sign_url for presigned URLs); for V2, also the string
+oss2 signed, as it logs it.
+
+User-Agent headers (signed by neither SDK) are normalised so that the output depends on the SDKs'
+versions only, not on the machine that ran this.
 
 Run:  pip install oss2 boto3 && python3 generate.py    (deterministic: clocks are frozen)
 """
@@ -17,7 +21,9 @@ import datetime as dt
 import hashlib
 import hmac
 import io
+import logging
 import os
+import re
 import sys
 import time
 import zlib
@@ -142,9 +148,21 @@ def read_body(body):
 s3_vectors = []
 
 
+def stable_user_agent(value):
+    """Without the kernel's version (botocore's `os/linux#…`, oss2's `(Linux/…/`) and with
+    botocore's feature list (`m/…`) sorted, which it writes in no fixed order."""
+    value = re.sub(r"os/linux#\S+", "os/linux#6", value)
+    value = re.sub(r"\(Linux/[^/]+/", "(Linux/6/", value)
+    return re.sub(r"m/(\S+)", lambda m: "m/" + ",".join(sorted(m.group(1).split(","))), value)
+
+
+def stable_headers(pairs):
+    return [(k, stable_user_agent(v) if k.lower() == "user-agent" else v) for k, v in pairs]
+
+
 def add_s3(name, prepared, ak, sk, token, region, mode, decoded=None, presigned=False):
     parts = urlsplit(prepared.url)
-    headers = [(k, v if isinstance(v, str) else v.decode()) for k, v in prepared.headers.items()]
+    headers = stable_headers((k, v if isinstance(v, str) else v.decode()) for k, v in prepared.headers.items())
     if not any(k.lower() == "host" for k, _ in headers):
         headers.insert(0, ("Host", parts.netloc))
     body = read_body(prepared.body) if not presigned else b""
@@ -365,14 +383,37 @@ def oss_capture(self, req, timeout):
 oss2.http.Session.do_request = oss_capture
 
 
+class SignedStrings(logging.Handler):
+    """The strings oss2 signs, from its debug log (`Make signature: string to be signed = …`)."""
+    marker = "string to be signed = "
+
+    def __init__(self):
+        super().__init__(level=logging.DEBUG)
+        self.last = None
+
+    def emit(self, record):
+        message = record.getMessage()
+        if self.marker in message:
+            import ast
+            value = message.split(self.marker, 1)[1]
+            self.last = ast.literal_eval(value).decode("utf-8") if value[:2] in ("b'", 'b"') else value
+
+
+signed_strings = SignedStrings()
+logging.getLogger("oss2.auth").addHandler(signed_strings)
+logging.getLogger("oss2.auth").setLevel(logging.DEBUG)
+
+
 def add_oss(name, prepared, bucket, key, ak, sk, token, version, presigned, region=None):
     parts = urlsplit(prepared.url)
-    headers = [(k, v if isinstance(v, str) else v.decode()) for k, v in prepared.headers.items() if v is not None]
+    headers = stable_headers((k, v if isinstance(v, str) else v.decode()) for k, v in prepared.headers.items() if v is not None)
     if not any(k.lower() == "host" for k, _ in headers):
         headers.insert(0, ("Host", parts.netloc))
     oss_vectors.append(dict(name=name, method=prepared.method, path=parts.path, query=parts.query, headers=headers,
                             bucket=bucket, key=key, ak=ak, sk=sk, token=token, version=version,
-                            presigned=presigned, region=region))
+                            presigned=presigned, region=region,
+                            string_to_sign=signed_strings.last if version == "v2" else None))
+    signed_strings.last = None
 
 
 def oss_auth(version, token):
@@ -380,6 +421,8 @@ def oss_auth(version, token):
         return oss2.StsAuth(STS_AK, STS_SK, token, auth_version=version)
     if version == "v4":
         return oss2.AuthV4(AK, SK)
+    if version == "v2":
+        return oss2.AuthV2(AK, SK)
     return oss2.Auth(AK, SK)
 
 
@@ -398,10 +441,11 @@ def run_oss(name, version, bucket_name, call, token=None, key=None, region="cn-h
     raise SystemExit("not captured: " + name)
 
 
-def sign_oss(name, version, bucket_name, method, key, expires, token=None, params=None, headers=None, region="cn-hangzhou"):
+def sign_oss(name, version, bucket_name, method, key, expires, token=None, params=None, headers=None, region="cn-hangzhou",
+             additional_headers=None):
     auth = oss_auth(version, token)
     bucket = oss2.Bucket(auth, OSS_ENDPOINT, bucket_name, region=region)
-    url = bucket.sign_url(method, key, expires, params=params, headers=headers)
+    url = bucket.sign_url(method, key, expires, params=params, headers=headers, additional_headers=additional_headers)
     fake = PresignCapture()
     fake.url = url
     fake.method = method
@@ -413,7 +457,7 @@ def sign_oss(name, version, bucket_name, method, key, expires, token=None, param
 OSS_KEYS = ["plain.txt", "dir/sub dir/with space.txt", "unicode/数据/ファイル-é.bin",
             "plus+sign and %percent~tilde.txt", "weird !$&'()*,;=:@[]{}^|`.txt"]
 
-for version in ["v1", "v4"]:
+for version in ["v1", "v2", "v4"]:
     for i, key in enumerate(OSS_KEYS):
         run_oss("oss2 %s get_object %d" % (version, i), version, "photos", lambda b, k=key: b.get_object(k), key=key)
         run_oss("oss2 %s put_object %d" % (version, i), version, "photos",
@@ -444,13 +488,25 @@ for version in ["v1", "v4"]:
     sign_oss("oss2 %s presigned get process" % version, version, "photos", "GET", "img.jpg", 60,
              params={"x-oss-process": "image/resize,w_100"})
 run_oss("oss2 v4 other region", "v4", "photos", lambda b: b.get_object("x"), key="x", region="us-west-1")
+# V2's additional headers: Range and If-Modified-Since by default when sent, any others when asked.
+run_oss("oss2 v2 ranged get", "v2", "photos",
+        lambda b: b.get_object("r.bin", byte_range=(0, 9), headers={"If-Modified-Since": "Sat, 14 Mar 2026 15:00:00 GMT"}),
+        key="r.bin")
+run_oss("oss2 v2 sts ranged get", "v2", "photos", lambda b: b.get_object("r.bin", byte_range=(5, None)),
+        token=STS_TOKEN, key="r.bin")
+sign_oss("oss2 v2 presigned put additional headers", "v2", "photos", "PUT", "up/extra.txt", 600,
+         headers={"Content-Type": "text/plain", "Content-Disposition": "inline", "x-oss-meta-a": "b"},
+         additional_headers=["content-disposition"])
+run_oss("oss2 v2 list_objects_v2", "v2", "photos",
+        lambda b: b.list_objects_v2(prefix="a b/", delimiter="/", start_after="a b/\u00e9", max_keys=5, fetch_owner=True), key="")
 
 # ---------------------------------------------------------------- write Swift
 
 lines = [
     "// Generated by Fixtures/generate.py from botocore %s and oss2 %s. Do not edit." % (botocore.__version__, oss2.__version__),
     "// Every request below was signed by the SDK (or, for signed aws-chunked bodies, by the",
-    "// documented AWS algorithm, checked against AWS's published example).",
+    "// documented AWS algorithm, checked against AWS's published example); an OSS V2 vector",
+    "// carries the string oss2 signed.",
     "",
     "let generatedNow: Double = %d" % FROZEN_EPOCH,
     "",
@@ -471,9 +527,10 @@ for v in oss_vectors:
     lines.append("    OSSVector(name: %s, method: %s, path: %s, query: %s," % (
         swift_str(v["name"]), swift_str(v["method"]), swift_str(v["path"]), swift_str(v["query"])))
     lines.append("              headers: %s," % swift_headers(v["headers"]))
-    lines.append("              bucket: %s, key: %s, accessKeyId: %s, secret: %s, token: %s, version: .%s, presigned: %s, region: %s)," % (
+    string_to_sign = "" if v["string_to_sign"] is None else ", stringToSign: %s" % swift_str(v["string_to_sign"])
+    lines.append("              bucket: %s, key: %s, accessKeyId: %s, secret: %s, token: %s, version: .%s, presigned: %s, region: %s%s)," % (
         swift_opt(v["bucket"]), swift_opt(v["key"]), swift_str(v["ak"]), swift_str(v["sk"]), swift_opt(v["token"]),
-        v["version"], "true" if v["presigned"] else "false", swift_opt(v["region"])))
+        v["version"], "true" if v["presigned"] else "false", swift_opt(v["region"]), string_to_sign))
 lines.append("]")
 lines.append("")
 
