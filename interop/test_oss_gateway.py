@@ -137,10 +137,19 @@ def test_put_get_head_meta(oss_server, bucket, root, version):
 
 def test_not_found_errors(oss_server, bucket, version):
     missing = refused(lambda: bucket.get_object(f"{version}/no/such/key"), 404, "NoSuchKey")
-    # HEAD has no body: oss2 reads the code from `x-oss-err` when there is one, else leaves it empty.
-    refused(lambda: bucket.head_object(f"{version}/no/such/key"), 404, ("", "NoSuchKey"))
-    refused(lambda: bucket.get_object_meta(f"{version}/no/such/key"), 404, ("", "NoSuchKey"))
+    # HEAD has no body: oss2 reads the code from `x-oss-err`, the error document OSS sends in a
+    # header (base64), and so tells a missing key from a missing bucket.
+    head = refused(lambda: bucket.head_object(f"{version}/no/such/key"), 404, "NoSuchKey")
+    assert head.body == b"" and head.details.get("Key") == f"{version}/no/such/key", head.details
+    assert head.details.get("RequestId") == head.headers["x-oss-request-id"]
+    refused(lambda: bucket.get_object_meta(f"{version}/no/such/key"), 404, "NoSuchKey")
     assert bucket.object_exists(f"{version}/no/such/key") is False
+    missing_bucket = sts_bucket(oss_server, issue(oss_server, "--role", "read"), version, "no-such-bucket-oss")
+    refused(lambda: root_bucket(oss_server, "no-such-bucket-oss").head_object("k"), 404, "NoSuchBucket")
+    with pytest.raises(oss2.exceptions.NoSuchBucket):
+        root_bucket(oss_server, "no-such-bucket-oss").object_exists("k")
+    # A refused HEAD says why as well.
+    refused(lambda: missing_bucket.head_object("k"), 403, "AccessDenied")
     assert bucket.delete_object(f"{version}/no/such/key").status == 204  # deleting nothing succeeds
     no_bucket = refused(lambda: root_bucket(oss_server, "no-such-bucket-oss").get_object("k"), 404, "NoSuchBucket")
     # OSS (like S3) names the missing key and bucket in the error body.
@@ -422,7 +431,7 @@ def test_resumable_upload_30_mib(oss_server, bucket, version, tmp_path):
     assert digest.hexdigest() == hashlib.md5(data).hexdigest()
     # The same object through S3: same size and ETag.
     s3_head = boto3_client(oss_server).head_object(Bucket=oss_server.bucket, Key=key)
-    assert s3_head["ETag"].strip('"') == head.etag and s3_head["ContentLength"] == 30 * MiB
+    assert s3_head["ETag"].strip('"') == head.etag.lower() and s3_head["ContentLength"] == 30 * MiB
     assert s3_head["Metadata"] == {"a": "big"}
     # The upload finished, so oss2 dropped its checkpoint record.
     assert not any(p.is_file() for p in store_dir.rglob("*"))
@@ -713,7 +722,8 @@ def test_oss2_writes_boto3_reads(oss_server, bucket, creds, version):
     assert got["Body"].read() == body
     assert got["Metadata"] == {"a": "from oss", "camera-model": "Pixel 8"}
     assert got["ContentType"] == "application/pdf"
-    assert got["ETag"].strip('"') == put.etag
+    # The same ETag in each dialect's case: OSS's upper-case hex, S3's lower-case.
+    assert got["ETag"].strip('"') == put.etag.lower() and put.etag == put.etag.upper()
     assert got["ResponseMetadata"]["HTTPHeaders"].get("x-amz-request-id")
     assert "x-oss-meta-a" not in got["ResponseMetadata"]["HTTPHeaders"]
     # A ranged read through S3 of an oss2 append object.
@@ -732,7 +742,7 @@ def test_boto3_writes_oss2_reads(oss_server, bucket, creds, version):
     assert got.read() == body
     assert got.headers["x-oss-meta-a"] == "from s3"
     assert got.content_type == "image/png"
-    assert got.etag == put["ETag"].strip('"')
+    assert got.etag == put["ETag"].strip('"').upper()
     assert "x-amz-meta-a" not in got.headers
     assert [o.key for o in bucket.list_objects(prefix=key).object_list] == [key]
 
@@ -745,7 +755,7 @@ def test_boto3_writes_oss2_reads(oss_server, bucket, creds, version):
                       Config=TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB))
     s3_head = s3.head_object(Bucket=oss_server.bucket, Key=big)
     oss_head = bucket.head_object(big)
-    assert oss_head.etag == s3_head["ETag"].strip('"')
+    assert oss_head.etag == s3_head["ETag"].strip('"').upper()
     assert oss_head.object_type == "Multipart"
     assert oss_head.content_length == len(data)
     assert hashlib.md5(bucket.get_object(big).read()).digest() == hashlib.md5(data).digest()
@@ -842,6 +852,274 @@ def test_a_head_is_the_same_from_memory(bucket, version):
     assert from_index.headers["Content-Length"] == "10" and from_index.headers["x-oss-meta-owner"] == "me"
     assert answer_without_ids(requests.head(url)) == answer_without_ids(from_index)
     assert bucket.head_object(key).content_length == 10
+
+
+# MARK: What the OSS SDKs expect of OSS (issue 39)
+
+def v2_sdk(server, creds: dict = None) -> "oss_v2.Client":
+    """Alibaba's current Python SDK (alibabacloud-oss-v2), path-style, with the root or the given
+    temporary credentials (it signs V4)."""
+    import alibabacloud_oss_v2 as oss_v2
+    config = oss_v2.config.load_default()
+    if creds is None:
+        config.credentials_provider = oss_v2.credentials.StaticCredentialsProvider(ROOT_ACCESS_KEY_ID, ROOT_SECRET)
+    else:
+        config.credentials_provider = oss_v2.credentials.StaticCredentialsProvider(
+            creds["AccessKeyId"], creds["AccessKeySecret"], creds["SecurityToken"])
+    config.region = REGION
+    config.endpoint = server.gateway_url
+    config.use_path_style = True
+    return oss_v2.Client(config)
+
+
+def body_etag(result) -> str:
+    """The ETag element of an answer's XML body (oss2 reads the header; OSS sends both)."""
+    return ET.fromstring(result.resp.read()).findtext("ETag")
+
+
+def test_etags_are_upper_case_in_oss_and_compared_without_case(oss_server, bucket, version):
+    """OSS writes ETags in upper-case hex, in headers and XML alike; S3 in lower case. Clients
+    send back what they were given, and either case matches."""
+    def upper(etag):
+        assert etag and etag == etag.upper() and any(c in "ABCDEF" for c in etag), etag
+        return etag
+
+    key = f"{version}/etag/object.txt"
+    body = b"upper-case etag " * 10
+    put = bucket.put_object(key, body)
+    assert upper(put.etag) == md5_hex(body).upper()
+    assert upper(bucket.get_object(key).etag) == put.etag
+    assert upper(bucket.head_object(key).etag) == put.etag
+    assert upper(bucket.get_object_meta(key).etag) == put.etag
+    assert [upper(o.etag) for o in bucket.list_objects(prefix=key).object_list] == [put.etag]
+    assert [upper(o.etag) for o in bucket.list_objects_v2(prefix=key).object_list] == [put.etag]
+    assert boto3_client(oss_server).head_object(Bucket=oss_server.bucket, Key=key)["ETag"] == f'"{md5_hex(body)}"'
+
+    copied = bucket.copy_object(oss_server.bucket, key, f"{version}/etag/copy.txt")
+    assert upper(copied.etag) == put.etag
+    assert body_etag(copied) == f'"{put.etag}"'
+    appended = bucket.append_object(f"{version}/etag/append.log", 0, b"line\n")
+    assert upper(appended.etag) == bucket.head_object(f"{version}/etag/append.log").etag
+
+    # Conditions: the lower-case ETag matches the upper-case one.
+    lower = f'"{md5_hex(body)}"'
+    assert bucket.get_object(key, headers={"If-Match": lower}).read() == body
+    refused(lambda: bucket.get_object(key, headers={"If-None-Match": lower}), 304, "")
+    refused(lambda: bucket.put_object(key, b"x", headers={"If-Match": '"0123456789ABCDEF0123456789ABCDEF"'}),
+            412, "PreconditionFailed")
+    assert bucket.put_object(key, body, headers={"If-Match": lower}).etag == put.etag
+
+    # Multipart: part ETags, the list of parts, the completed object; the part list may name the
+    # parts in either case.
+    mp = f"{version}/etag/multipart.bin"
+    upload_id = bucket.init_multipart_upload(mp).upload_id
+    parts = [os.urandom(100 * 1024), b"tail"]
+    etags = [upper(bucket.upload_part(mp, upload_id, n + 1, data).etag) for n, data in enumerate(parts)]
+    assert [upper(p.etag) for p in bucket.list_parts(mp, upload_id).parts] == etags
+    done = bucket.complete_multipart_upload(mp, upload_id, [oss2.models.PartInfo(1, etags[0].lower()),
+                                                            oss2.models.PartInfo(2, etags[1])])
+    assert upper(done.etag).endswith("-2")
+    assert body_etag(done) == f'"{done.etag}"'
+    assert bucket.head_object(mp).etag == done.etag
+
+
+def test_upload_part_copy_answers_its_etag(oss_server, bucket, version):
+    """oss2 reads a copied part's ETag from the response header (OSS sends it there and in the
+    body): the parts it copies then complete."""
+    source = f"{version}/partcopy/source.bin"
+    data = os.urandom(300 * 1024)
+    bucket.put_object(source, data)
+    target = f"{version}/partcopy/target.bin"
+    upload_id = bucket.init_multipart_upload(target).upload_id
+    ranges = [(0, 150 * 1024 - 1), (150 * 1024, len(data) - 1)]
+    copied = [bucket.upload_part_copy(oss_server.bucket, source, r, target, upload_id, n + 1) for n, r in enumerate(ranges)]
+    assert all(c.etag for c in copied), [dict(c.headers) for c in copied]
+    assert [c.etag for c in copied] == [md5_hex(data[a:b + 1]).upper() for a, b in ranges]
+    assert [body_etag(c) for c in copied] == [f'"{c.etag}"' for c in copied]
+    bucket.complete_multipart_upload(target, upload_id, [oss2.models.PartInfo(n + 1, c.etag) for n, c in enumerate(copied)])
+    assert bucket.get_object(target).read() == data
+
+
+def test_v2_sdk_multipart_copy(oss_server, creds):
+    """alibabacloud-oss-v2's Copier, multipart (UploadPartCopy per part, then Complete with the
+    parts' ETags as the answers gave them, then its CRC-64 check against the source)."""
+    import alibabacloud_oss_v2 as oss_v2
+    client = v2_sdk(oss_server, creds)
+    data = os.urandom(350 * 1024)
+    client.put_object(oss_v2.models.PutObjectRequest(bucket=oss_server.bucket, key="v2sdk/copy/source.bin", body=data))
+    copier = client.copier(part_size=100 * 1024, multipart_copy_threshold=100 * 1024, disable_shallow_copy=True)
+    result = copier.copy(oss_v2.models.CopyObjectRequest(bucket=oss_server.bucket, key="v2sdk/copy/target.bin",
+                                                         source_bucket=oss_server.bucket, source_key="v2sdk/copy/source.bin"))
+    assert result.upload_id and result.etag.endswith('-4"'), (result.upload_id, result.etag)
+    got = client.get_object(oss_v2.models.GetObjectRequest(bucket=oss_server.bucket, key="v2sdk/copy/target.bin"))
+    assert got.body.read() == data
+
+
+def test_object_exists_tells_a_missing_bucket(oss_server, version):
+    """`object_exists` is GetObjectMeta sent as HEAD: without `x-oss-err` oss2 could not tell
+    NoSuchBucket from NoSuchKey, and answered False for a bucket that is not there."""
+    creds = issue(oss_server)
+    missing = sts_bucket(oss_server, creds, version, "tollgate-never-created")
+    with pytest.raises(oss2.exceptions.NoSuchBucket) as info:
+        missing.object_exists("k")
+    assert info.value.details.get("BucketName") == "tollgate-never-created"
+    assert sts_bucket(oss_server, creds, version).object_exists(f"{version}/exists/never") is False
+
+
+def test_v2_sdk_reads_the_code_of_a_head_error(oss_server, creds):
+    import alibabacloud_oss_v2 as oss_v2
+    client = v2_sdk(oss_server, creds)
+    with pytest.raises(oss_v2.exceptions.OperationError) as info:
+        client.head_object(oss_v2.models.HeadObjectRequest(bucket=oss_server.bucket, key="v2sdk/no/such/key"))
+    error = info.value.unwrap()
+    assert (error.status_code, error.code) == (404, "NoSuchKey"), error
+    assert error.request_id == error.headers.get("x-oss-request-id")
+
+
+def test_tags_of_later_appends_are_ignored(oss_server, bucket, version):
+    """OSS takes an appendable object's tags from its first append only: a later append's tags are
+    neither checked nor stored (nor need PutObjectTagging)."""
+    key = f"{version}/append-tags/log"
+    bucket.append_object(key, 0, b"one\n", headers={"x-oss-tagging": "stage=first"})
+    bucket.append_object(key, 4, b"two\n", headers={"x-oss-tagging": "stage=second&bad=100%25"})
+    bucket.append_object(key, 8, b"three\n", headers={"x-oss-tagging": "&".join(f"k{n}=v" for n in range(20))})
+    assert bucket.get_object(key).read() == b"one\ntwo\nthree\n"
+    assert [(t, v) for t, v in bucket.get_object_tagging(key).tag_set.tagging_rule.items()] == [("stage", "first")]
+    # The first append's tags are checked, and need PutObjectTagging, which the readwrite role lacks.
+    refused(lambda: bucket.append_object(f"{version}/append-tags/bad", 0, b"x", headers={"x-oss-tagging": "a=b%25"}),
+            400, "InvalidTag")
+    writer = sts_bucket(oss_server, issue(oss_server, "--role", "readwrite"), version)
+    refused(lambda: writer.append_object(f"{version}/append-tags/denied", 0, b"x", headers={"x-oss-tagging": "a=b"}),
+            403, "AccessDenied")
+    writer.append_object(f"{version}/append-tags/writer", 0, b"x")
+    assert writer.append_object(f"{version}/append-tags/writer", 1, b"y", headers={"x-oss-tagging": "a=b"}).next_position == 2
+
+
+@pytest.mark.parametrize("tag", ["a=100%25", "percent%25=v", "a=x%26y", "at%40=v", "a=b!", "a=%28c%29"])
+def test_tags_with_characters_oss_refuses(oss_server, bucket, version, tag):
+    """OSS's tag keys and values hold letters, digits, spaces and `+ - = . _ : /` only."""
+    key = f"{version}/tag-chars/object-{hashlib.md5(tag.encode()).hexdigest()}"
+    refused(lambda: bucket.put_object(key, b"x", headers={"x-oss-tagging": tag}), 400, "InvalidTag")
+    assert_absent(oss_server, key)
+    bucket.put_object(key, b"x")
+    name, _, value = tag.partition("=")
+    from urllib.parse import unquote
+    rule = oss2.models.TaggingRule()
+    rule.add(unquote(name), unquote(value))
+    refused(lambda: bucket.put_object_tagging(key, oss2.models.Tagging(rule)), 400, "InvalidTag")
+    assert bucket.get_object_tagging(key).tag_set.tagging_rule == {}
+
+
+def test_tags_with_characters_oss_takes(bucket, version):
+    key = f"{version}/tag-chars/fine"
+    bucket.put_object(key, b"x", headers={"x-oss-tagging": "Project%20Name=a+b-c.d_e:f/g%3Dh&%E9%A1%B9%E7%9B%AE=%E5%80%BC1"})
+    assert bucket.get_object_tagging(key).tag_set.tagging_rule == {"Project Name": "a b-c.d_e:f/g=h", "项目": "值1"}
+
+
+def test_complete_all(oss_server, bucket, version):
+    """`x-oss-complete-all: yes` without a body completes with every uploaded part, in part-number
+    order; with a body it is OSS's InvalidArgument, and the upload stays."""
+    key = f"{version}/complete-all/object.bin"
+    upload_id = bucket.init_multipart_upload(key, headers={"Content-Type": "video/mp4"}).upload_id
+    parts = {2: os.urandom(100 * 1024), 1: os.urandom(100 * 1024), 5: b"last"}
+    etags = {n: bucket.upload_part(key, upload_id, n, data).etag for n, data in parts.items()}
+    error = refused(lambda: bucket.complete_multipart_upload(key, upload_id, [oss2.models.PartInfo(1, etags[1])],
+                                                             headers={"x-oss-complete-all": "yes"}), 400, "InvalidArgument")
+    assert error.details.get("ArgumentName") == "x-oss-complete-all", error.details
+    assert_absent(oss_server, key)
+    done = bucket.complete_multipart_upload(key, upload_id, None, headers={"x-oss-complete-all": "yes"})
+    assert done.status == 200 and done.etag.endswith("-3")
+    got = bucket.get_object(key)
+    assert got.read() == parts[1] + parts[2] + parts[5]
+    assert got.content_type == "video/mp4"
+    # Nothing to complete: OSS's error for no part.
+    empty = f"{version}/complete-all/empty.bin"
+    empty_id = bucket.init_multipart_upload(empty).upload_id
+    refused(lambda: bucket.complete_multipart_upload(empty, empty_id, None, headers={"x-oss-complete-all": "yes"}),
+            400, "InvalidArgument")
+
+
+def test_v2_sdk_complete_all(oss_server, creds):
+    import alibabacloud_oss_v2 as oss_v2
+    client = v2_sdk(oss_server, creds)
+    key = "v2sdk/complete-all.bin"
+    init = client.initiate_multipart_upload(oss_v2.models.InitiateMultipartUploadRequest(bucket=oss_server.bucket, key=key))
+    data = [os.urandom(100 * 1024), b"end"]
+    for n, chunk in enumerate(data):
+        client.upload_part(oss_v2.models.UploadPartRequest(bucket=oss_server.bucket, key=key, upload_id=init.upload_id,
+                                                           part_number=n + 1, body=chunk))
+    client.complete_multipart_upload(oss_v2.models.CompleteMultipartUploadRequest(
+        bucket=oss_server.bucket, key=key, upload_id=init.upload_id, complete_all="yes"))
+    got = client.get_object(oss_v2.models.GetObjectRequest(bucket=oss_server.bucket, key=key))
+    assert got.body.read() == b"".join(data)
+
+
+CONTROL_KEYS = ["ctl/a\x01b", "ctl/tab\there", "ctl/line\nbreak", "ctl/cr\rhere", "ctl/amp & <lt> \"q\"", "ctl/\x1fend ✓"]
+
+
+def test_batch_delete_url_encodes_keys(oss_server, bucket, version):
+    """oss2 and the OSS SDKs send DeleteMultipleObjects with `encoding-type=url` and decode the
+    keys of the answer: keys XML cannot carry (control characters) come back whole."""
+    keys = [f"{version}/{k}" for k in CONTROL_KEYS]
+    for key in keys:
+        bucket.put_object(key, b"x")
+    result = bucket.batch_delete_objects(keys)
+    assert sorted(result.deleted_keys) == sorted(keys)
+    assert [o.key for o in bucket.list_objects(prefix=f"{version}/ctl/").object_list] == []
+
+
+def test_v2_sdk_delete_multiple_objects_decodes_keys(oss_server, creds):
+    import alibabacloud_oss_v2 as oss_v2
+    client = v2_sdk(oss_server, creds)
+    keys = [f"v2sdk/{k}" for k in CONTROL_KEYS]
+    for key in keys:
+        client.put_object(oss_v2.models.PutObjectRequest(bucket=oss_server.bucket, key=key, body=b"x"))
+    result = client.delete_multiple_objects(oss_v2.models.DeleteMultipleObjectsRequest(
+        bucket=oss_server.bucket, objects=[oss_v2.models.DeleteObject(key=k) for k in keys]))
+    assert sorted(d.key for d in result.deleted_objects) == sorted(keys)
+
+
+def test_bucket_info_and_stat_as_oss_answers_them(oss_server):
+    root = root_bucket(oss_server)
+    info = root.get_bucket_info()
+    assert info.comment == ""
+    root.put_object("stat/one", b"12345")
+    stat = root.get_bucket_stat()
+    assert stat.standard_storage >= 5 and stat.standard_object_count >= 1
+    for storage_class in ("infrequent_access", "archive", "cold_archive", "deep_cold_archive"):
+        for counter in ("storage", "real_storage", "object_count"):
+            assert getattr(stat, f"{storage_class}_{counter}") == 0, (storage_class, counter)
+    assert stat.multipart_part_count is not None and stat.delete_marker_count == 0
+
+
+def test_v2_sdk_bucket_stat(oss_server):
+    import alibabacloud_oss_v2 as oss_v2
+    stat = v2_sdk(oss_server).get_bucket_stat(oss_v2.models.GetBucketStatRequest(bucket=oss_server.bucket))
+    assert (stat.infrequent_access_storage, stat.archive_real_storage, stat.cold_archive_object_count,
+            stat.deep_cold_archive_storage) == (0, 0, 0, 0)
+
+
+def test_cors_as_oss_answers_it(oss_server):
+    """ResponseVary is always stated in OSS (false unless set); a negative MaxAgeSeconds is OSS's
+    InvalidArgument, and still S3's MalformedXML."""
+    root = root_bucket(oss_server)
+    rule = oss2.models.CorsRule(allowed_origins=["https://app.example"], allowed_methods=["GET"], max_age_seconds=-1)
+    error = refused(lambda: root.put_bucket_cors(oss2.models.BucketCors([rule])), 400, "InvalidArgument")
+    assert error.details.get("ArgumentName") == "MaxAgeSeconds", error.details
+    from botocore.exceptions import ClientError
+    with pytest.raises(ClientError) as info:
+        boto3_client(oss_server).put_bucket_cors(Bucket=oss_server.bucket, CORSConfiguration={"CORSRules": [
+            {"AllowedOrigins": ["https://app.example"], "AllowedMethods": ["GET"], "MaxAgeSeconds": -1}]})
+    assert info.value.response["Error"]["Code"] == "MalformedXML"
+    try:
+        rule.max_age_seconds = 60
+        root.put_bucket_cors(oss2.models.BucketCors([rule]))
+        cors = root.get_bucket_cors()
+        assert cors.response_vary is False and cors.rules[0].max_age_seconds == 60
+        root.put_bucket_cors(oss2.models.BucketCors([rule], response_vary=True))
+        assert root.get_bucket_cors().response_vary is True
+    finally:
+        root.delete_bucket_cors()
 
 
 # MARK: Signature V2 (OSS2)

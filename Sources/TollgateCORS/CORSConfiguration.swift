@@ -20,9 +20,15 @@ public struct CORSConfiguration: Sendable, Equatable, Codable {
         case rules = "Rules", responseVary = "ResponseVary"
     }
 
+    /// The first negative `MaxAgeSeconds`, which the XML reader reads (an integer) and the
+    /// gateway refuses in each dialect's way (S3: `MalformedXML`, OSS: `InvalidArgument`).
+    public var negativeMaxAgeSeconds: Int? {
+        rules.lazy.compactMap(\.maxAgeSeconds).first { $0 < 0 }
+    }
+
     /// Why S3 refuses this well-formed configuration (its `InvalidRequest` message), or nil
     /// when it is accepted. What is not well-formed (no rule, a rule without an origin or a
-    /// method, a MaxAgeSeconds that is not a non-negative integer) the XML reader refuses.
+    /// method, a MaxAgeSeconds that is not an integer) the XML reader refuses.
     public var refusal: String? {
         guard rules.count <= Self.maxRules else { return "The CORS configuration has more than \(Self.maxRules) rules." }
         for rule in rules {

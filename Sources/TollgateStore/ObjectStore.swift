@@ -604,13 +604,15 @@ public struct ListUploadsResult: Sendable, Equatable {
     }
 }
 
-/// ETag comparison for conditional requests: quotes and a weak `W/` prefix are ignored.
+/// ETag comparison for conditional requests and CompleteMultipartUpload's part list: quotes, a
+/// weak `W/` prefix and the case of the hex are ignored (OSS writes ETags in upper case, S3 in
+/// lower case, and clients send back what they were given).
 public enum ETag {
     public static func normalize(_ etag: String) -> String {
         var s = Substring(etag.trimmingCharacters(in: .whitespaces))
         if s.hasPrefix("W/") { s = s.dropFirst(2) }
         if s.count >= 2, s.hasPrefix("\""), s.hasSuffix("\"") { s = s.dropFirst().dropLast() }
-        return String(s)
+        return s.lowercased()
     }
 
     /// True when `header` (a comma-separated list of ETags, or `*`) matches `etag`.

@@ -182,9 +182,12 @@ extension CORSConfiguration {
         }
         var maxAge: Int?
         if let text = values["MaxAgeSeconds"]?.first {
-            // A non-negative 32-bit integer, as S3's schema has it.
-            guard text.utf8.count <= 10, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(text), seconds <= Int(Int32.max) else {
-                throw XMLReadError(reason: "MaxAgeSeconds is not a non-negative integer", offset: 0)
+            // A 32-bit integer; S3's schema wants it non-negative, and OSS refuses a negative
+            // one as an invalid argument: `CORSConfiguration.negativeMaxAgeSeconds` tells.
+            let digits = text.hasPrefix("-") ? text.utf8.dropFirst() : text.utf8[...]
+            guard (1...10).contains(digits.count), digits.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(text),
+                  (Int(Int32.min)...Int(Int32.max)).contains(seconds) else {
+                throw XMLReadError(reason: "MaxAgeSeconds is not an integer", offset: 0)
             }
             maxAge = seconds
         }

@@ -48,7 +48,9 @@ private func rules(_ body: String, vary: String = "") -> String {
     rules("<CORSRule><AllowedOrigin> </AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule>"),
     rules("<CORSRule><AllowedOrigins>*</AllowedOrigins><AllowedMethod>GET</AllowedMethod></CORSRule>"),
     rules("<CORSRule><AllowedOrigin><Value>*</Value></AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule>"),
-    rules("<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>-1</MaxAgeSeconds></CORSRule>"),
+    rules("<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>-</MaxAgeSeconds></CORSRule>"),
+    rules("<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>--1</MaxAgeSeconds></CORSRule>"),
+    rules("<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>-2147483649</MaxAgeSeconds></CORSRule>"),
     rules("<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>+5</MaxAgeSeconds></CORSRule>"),
     rules("<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>1.5</MaxAgeSeconds></CORSRule>"),
     rules("<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>2147483648</MaxAgeSeconds></CORSRule>"),
@@ -60,6 +62,19 @@ private func rules(_ body: String, vary: String = "") -> String {
 ])
 func corsConfigurationMalformed(_ xml: String) {
     #expect(throws: XMLReadError.self) { try parse(xml) }
+}
+
+/// A negative MaxAgeSeconds is read, for the gateway to refuse in each dialect's way (S3's
+/// schema: `MalformedXML`; OSS: `InvalidArgument`).
+@Test func negativeMaxAgeIsReadAndNamed() throws {
+    func rule(_ maxAge: String) -> String {
+        "<CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod><MaxAgeSeconds>\(maxAge)</MaxAgeSeconds></CORSRule>"
+    }
+    let negative = try parse(rules(rule("60") + rule("-1")))
+    #expect(negative.rules.map { $0.maxAgeSeconds } == [60, -1])
+    #expect(negative.negativeMaxAgeSeconds == -1)
+    #expect(try parse(rules(rule("-2147483648"))).negativeMaxAgeSeconds == -2_147_483_648)
+    #expect(try parse(rules(rule("0"))).negativeMaxAgeSeconds == nil)
 }
 
 /// Well-formed, but refused by S3 with `InvalidRequest` and this message.

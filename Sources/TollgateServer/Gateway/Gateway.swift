@@ -475,14 +475,22 @@ struct Gateway: HTTPResponder, Sendable {
     }
 
     /// A write that carries tags (`x-amz-tagging` / `x-oss-tagging`): PutObject, AppendObject,
-    /// CopyObject and CreateMultipartUpload store them with the object.
+    /// CopyObject and CreateMultipartUpload store them with the object, but for what `ignoresTags`.
     static func tagsTheObject(_ call: Call) -> Bool {
         switch call.route.operation {
         case .putObject, .appendObject, .copyObject, .createMultipartUpload:
-            return call.headers[call.dialect == .s3 ? .amzTagging : .ossTagging] != nil
+            return !ignoresTags(call) && call.headers[call.dialect == .s3 ? .amzTagging : .ossTagging] != nil
         default:
             return false
         }
+    }
+
+    /// An append after the first (at a position past 0) keeps the object's tags, as its other
+    /// metadata, and OSS ignores the tags it carries: they are neither checked nor stored, and
+    /// need no PutObjectTagging.
+    static func ignoresTags(_ call: Call) -> Bool {
+        guard case .appendObject = call.route else { return false }
+        return call.query["position"].flatMap { Int64($0) }.map { $0 > 0 } ?? false
     }
 
     /// Counts a policy denial and writes its audit line: what was asked (operation, bucket, key),

@@ -1,11 +1,19 @@
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import TollgateCrypto
 import TollgateStore
 
 /// Which protocol a gateway request speaks; errors and headers answer in the same one.
 enum Dialect: Sendable {
     case s3, oss
+
+    /// An ETag as this dialect writes it, in headers and XML alike: OSS's hex is upper-case
+    /// (`"5EB63BBBE01EEED093CB22BB8F5ACDC3"`, `"…-3"`), S3's lower-case, as the store keeps it.
+    /// Every ETag an answer carries goes through here; comparisons (`ETag.normalize`) ignore case.
+    func etag(_ stored: String) -> String {
+        self == .oss ? stored.uppercased() : stored
+    }
 }
 
 /// An answer whose body, if it has one, is in memory: what the gateway's steps that do not wait
@@ -61,6 +69,9 @@ struct GatewayError: Error, Sendable {
         xml.end()
         if isHead {
             headers[.contentLength] = "0"
+            // OSS sends a bodiless answer's error document in a header, base64-encoded: the
+            // SDKs read the code from it (oss2 then tells NoSuchBucket from NoSuchKey on HEAD).
+            if dialect == .oss { headers[.ossErr] = Base64.encode(xml.buffer.readableBytesView) }
             return Rendered(status: status, headers: headers)
         }
         return Rendered(status: status, headers: headers, body: xml.buffer)

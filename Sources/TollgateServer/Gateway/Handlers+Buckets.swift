@@ -108,11 +108,18 @@ extension Gateway {
             entry.element("CrossRegionReplication", "Disabled")
             owner(&entry)
             entry.element("AccessControlList") { acl in acl.element("Grant", "private") }
+            // A bucket here has no comment; OSS then answers an empty one.
+            entry.element("Comment", "")
         }
         return xmlResponse(xml)
     }
 
-    /// OSS GetBucketStat: every object is Standard storage, nothing is a live channel.
+    /// The storage classes OSS's GetBucketStat counts besides Standard, in its order: each has
+    /// `…Storage` (billed bytes), `…RealStorage` and `…ObjectCount`.
+    static let otherStorageClasses = ["InfrequentAccess", "Archive", "ColdArchive", "DeepColdArchive"]
+
+    /// OSS GetBucketStat, with every counter OSS documents: every object is Standard storage
+    /// (the other classes' counters are 0), nothing is a live channel or a delete marker.
     func getBucketStat(_ call: Call, bucket: String) async throws -> Response {
         let stats = try await store.bucketStats(bucket)
         var xml = document(call, root: "BucketStat")
@@ -123,6 +130,11 @@ extension Gateway {
         xml.element("LastModifiedTime", String(Int64(stats.lastModified?.timeIntervalSince1970 ?? 0)))
         xml.element("StandardStorage", String(stats.storageBytes))
         xml.element("StandardObjectCount", String(stats.objectCount))
+        for storageClass in Self.otherStorageClasses {
+            xml.element(storageClass + "Storage", "0")
+            xml.element(storageClass + "RealStorage", "0")
+            xml.element(storageClass + "ObjectCount", "0")
+        }
         xml.element("MultipartPartCount", String(stats.multipartPartCount))
         xml.element("DeleteMarkerCount", "0")
         return xmlResponse(xml)

@@ -22,14 +22,20 @@ extension Gateway {
                 if let maxAge = rule.maxAgeSeconds { entry.element("MaxAgeSeconds", String(maxAge)) }
             }
         }
-        if call.dialect == .oss, let vary = configuration.responseVary { xml.element("ResponseVary", vary ? "true" : "false") }
+        // OSS always states it (false unless set).
+        if call.dialect == .oss { xml.element("ResponseVary", configuration.responseVary == true ? "true" : "false") }
         return xmlResponse(xml)
     }
 
     /// Replaces the rules whole. Not S3's schema: `MalformedXML`; what S3 refuses in a
-    /// well-formed configuration: `InvalidRequest`; nothing is stored either way.
+    /// well-formed configuration: `InvalidRequest`; nothing is stored either way. A negative
+    /// `MaxAgeSeconds` is outside S3's schema (`MalformedXML`) and OSS's `InvalidArgument`.
     func putBucketCors(_ call: Call, bucket: String) async throws -> Response {
         let configuration = try Self.parseXML(try await collectXMLBody(call, limit: CORSConfiguration.maxBytes), CORSConfiguration.parse)
+        if let negative = configuration.negativeMaxAgeSeconds {
+            guard call.dialect == .oss else { throw GatewayError.malformedXML() }
+            throw GatewayError.invalidArgument("MaxAgeSeconds must not be negative.", name: "MaxAgeSeconds", value: String(negative))
+        }
         if let refusal = configuration.refusal { throw GatewayError.invalidRequest(refusal) }
         try await store.setBucketCORS(bucket, configuration)
         return empty()

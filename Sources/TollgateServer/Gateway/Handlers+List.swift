@@ -39,7 +39,7 @@ extension Gateway {
             xml.element("Contents") { entry in
                 entry.element("Key", encoded(object.key))
                 entry.element("LastModified", WireDate.iso8601(object.lastModified, milliseconds: 0))
-                entry.element("ETag", object.etag)
+                entry.element("ETag", call.dialect.etag(object.etag))
                 if call.dialect == .oss { entry.element("Type", object.etag.contains("-") ? "Multipart" : "Normal") }
                 entry.element("Size", String(object.size))
                 entry.element("StorageClass", "STANDARD")
@@ -97,7 +97,7 @@ extension Gateway {
                 entry.element("VersionId", "null")
                 entry.element("IsLatest", "true")
                 entry.element("LastModified", WireDate.iso8601(object.lastModified, milliseconds: 0))
-                entry.element("ETag", object.etag)
+                entry.element("ETag", call.dialect.etag(object.etag))
                 if call.dialect == .oss { entry.element("Type", object.etag.contains("-") ? "Multipart" : "Normal") }
                 entry.element("Size", String(object.size))
                 entry.element("StorageClass", "STANDARD")

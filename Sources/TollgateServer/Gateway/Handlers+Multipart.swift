@@ -70,7 +70,7 @@ extension Gateway {
             bucket: bucket, key: key, uploadID: uploadID, partNumber: try Self.partNumber(raw),
             body: body, options: body.writeOptions()
         )
-        var headers: HTTPFields = [.eTag: part.etag]
+        var headers: HTTPFields = [.eTag: call.dialect.etag(part.etag)]
         addChecksums(call, part.checksums, typed: false, to: &headers)
         return empty(headers: headers)
     }
@@ -92,21 +92,27 @@ extension Gateway {
         )
         var xml = document(call, root: "CopyPartResult")
         xml.element("LastModified", WireDate.iso8601(part.lastModified, milliseconds: 0))
-        xml.element("ETag", part.etag)
+        let etag = call.dialect.etag(part.etag)
+        xml.element("ETag", etag)
         checksumElements(call, part.checksums.additional, typed: false, into: &xml)
-        return xmlResponse(xml)
+        // oss2 reads a copied part's ETag from the header (OSS sends it there and in the body).
+        return xmlResponse(xml, headers: [.eTag: etag])
     }
 
+    /// CompleteMultipartUpload with the parts its body lists, or, in OSS with
+    /// `x-oss-complete-all: yes` and no body, with every part uploaded, in part-number order.
     func completeMultipartUpload(_ call: Call, bucket: String, key: String, uploadID: String) async throws -> Response {
-        let request = try Self.parseXML(try await collectXMLBody(call, kind: .completeMultipartUpload), CompleteMultipartUploadRequest.parse)
-        let parts = try request.parts.map { part throws(GatewayError) in
-            CompletedPart(partNumber: part.number, etag: part.etag, checksum: try part.checksum.map { listed throws(GatewayError) in
-                guard let algorithm = ChecksumAlgorithm(rawValue: listed.algorithm.lowercased()),
-                      let checksum = ExpectedChecksum(algorithm: algorithm, base64: listed.value) else {
-                    throw .invalidRequest("The \(listed.algorithm) of part \(part.number) is not a valid checksum.")
-                }
-                return AdditionalChecksum(algorithm: algorithm, digest: checksum.digest)
-            })
+        let body = try await collectXMLBody(call, kind: .completeMultipartUpload)
+        let parts: [CompletedPart]
+        if call.dialect == .oss, let completeAll = call.headers[.ossCompleteAll], completeAll.lowercased() == "yes" {
+            // OSS's answer (and its spelling) when both are given.
+            guard body.isEmpty else {
+                throw GatewayError.invalidArgument("Should not speficy both complete all header and http body.",
+                                                   name: "x-oss-complete-all", value: completeAll)
+            }
+            parts = try await uploadedParts(bucket: bucket, key: key, uploadID: uploadID)
+        } else {
+            parts = try Self.listedParts(Self.parseXML(body, CompleteMultipartUploadRequest.parse))
         }
         // An x-amz-checksum-* header here is the object's (parsed and signed with the request).
         let expected = call.identity.s3?.headerChecksum.map { AdditionalChecksum(algorithm: $0.algorithm, digest: $0.digest) }
@@ -124,11 +130,39 @@ extension Gateway {
         xml.element("Location", "/\(bucket)/\(key)")
         xml.element("Bucket", bucket)
         xml.element("Key", key)
-        xml.element("ETag", info.etag)
+        let etag = call.dialect.etag(info.etag)
+        xml.element("ETag", etag)
         checksumElements(call, info.checksums.additional, into: &xml)
-        var headers: HTTPFields = [.eTag: info.etag]
+        var headers: HTTPFields = [.eTag: etag]
         if call.dialect == .oss { addChecksums(call, info.checksums, to: &headers) }
         return xmlResponse(xml, headers: headers)
+    }
+
+    /// The parts a CompleteMultipartUpload body lists, with their checksums.
+    static func listedParts(_ request: CompleteMultipartUploadRequest) throws(GatewayError) -> [CompletedPart] {
+        try request.parts.map { part throws(GatewayError) in
+            CompletedPart(partNumber: part.number, etag: part.etag, checksum: try part.checksum.map { listed throws(GatewayError) in
+                guard let algorithm = ChecksumAlgorithm(rawValue: listed.algorithm.lowercased()),
+                      let checksum = ExpectedChecksum(algorithm: algorithm, base64: listed.value) else {
+                    throw .invalidRequest("The \(listed.algorithm) of part \(part.number) is not a valid checksum.")
+                }
+                return AdditionalChecksum(algorithm: algorithm, digest: checksum.digest)
+            })
+        }
+    }
+
+    /// Every part of the upload, in part-number order, as a part list names them (at most
+    /// 10 000 parts: ten pages of 1000).
+    func uploadedParts(bucket: String, key: String, uploadID: String) async throws -> [CompletedPart] {
+        var parts: [CompletedPart] = []
+        var marker = 0
+        for _ in 0..<10 {
+            let page = try await store.listParts(bucket: bucket, key: key, uploadID: uploadID, partNumberMarker: marker, maxParts: 1000)
+            parts += page.parts.map { CompletedPart(partNumber: $0.partNumber, etag: $0.etag) }
+            guard page.isTruncated, let next = page.nextPartNumberMarker else { break }
+            marker = next
+        }
+        return parts
     }
 
     func abortMultipartUpload(_ call: Call, bucket: String, key: String, uploadID: String) async throws -> Response {
@@ -162,7 +196,7 @@ extension Gateway {
             xml.element("Part") { entry in
                 entry.element("PartNumber", String(part.partNumber))
                 entry.element("LastModified", WireDate.iso8601(part.lastModified, milliseconds: 0))
-                entry.element("ETag", part.etag)
+                entry.element("ETag", call.dialect.etag(part.etag))
                 entry.element("Size", String(part.size))
                 checksumElements(call, part.checksums.additional, typed: false, into: &entry)
             }

@@ -104,7 +104,7 @@ extension Gateway {
     func getObjectMeta(_ call: Call, bucket: String, key: String) async throws -> Response {
         let info = try await store.headObject(bucket: bucket, key: key)
         return empty(headers: [
-            .eTag: info.etag, .lastModified: WireDate.httpDate(info.lastModifiedSeconds),
+            .eTag: call.dialect.etag(info.etag), .lastModified: WireDate.httpDate(info.lastModifiedSeconds),
             HTTPField.Name("x-oss-object-size")!: String(info.size),
         ]).with(contentLength: call.head.method == .head ? info.size : 0)
     }
@@ -128,7 +128,7 @@ extension Gateway {
             notModified = false
         }
         guard notModified else { return nil }
-        return Rendered(status: .notModified, headers: [.eTag: info.etag, .lastModified: WireDate.httpDate(modified)])
+        return Rendered(status: .notModified, headers: [.eTag: call.dialect.etag(info.etag), .lastModified: WireDate.httpDate(modified)])
     }
 
     /// The date of an `If-Modified-Since`-style header: an HTTP date, or ISO 8601.
@@ -148,7 +148,7 @@ extension Gateway {
         // and server): a dictionary literal would build an array of pairs first.
         var headers = HTTPFields()
         headers.reserveCapacity(8)
-        headers.append(HTTPField(name: .eTag, value: info.etag))
+        headers.append(HTTPField(name: .eTag, value: call.dialect.etag(info.etag)))
         headers.append(HTTPField(name: .lastModified, value: WireDate.httpDate(info.lastModifiedSeconds)))
         headers.append(Self.acceptRangesField)
         headers.append(metadata.contentType.map { HTTPField(name: .contentType, value: $0) }
@@ -196,7 +196,8 @@ extension Gateway {
 
     /// Metadata from the request headers: standard headers stored exactly, user metadata under
     /// its name without the dialect's prefix (lower-cased, as both services do), and the tags of
-    /// `x-amz-tagging` / `x-oss-tagging` (signed, as every header of the dialect's prefix).
+    /// `x-amz-tagging` / `x-oss-tagging` (signed, as every header of the dialect's prefix)
+    /// unless the write ignores them (`Gateway.ignoresTags`).
     func requestMetadata(_ call: Call) throws(GatewayError) -> ObjectMetadata {
         var metadata = ObjectMetadata(
             contentType: call.headers[.contentType],
@@ -212,7 +213,9 @@ extension Gateway {
                 metadata.userMetadata[String(name.dropFirst(call.metadataPrefix.count))] = field.value
             }
         }
-        if let tagging = call.headers[call.dialect == .s3 ? .amzTagging : .ossTagging] { metadata.tags = try Tagging.parseHeader(tagging) }
+        if !Self.ignoresTags(call), let tagging = call.headers[call.dialect == .s3 ? .amzTagging : .ossTagging] {
+            metadata.tags = try Tagging.parseHeader(tagging, dialect: call.dialect)
+        }
         return metadata
     }
 
@@ -276,7 +279,7 @@ extension Gateway {
             )
         }
         call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
-        var headers: HTTPFields = [.eTag: info.etag]
+        var headers: HTTPFields = [.eTag: call.dialect.etag(info.etag)]
         addChecksums(call, info.checksums, to: &headers)
         return empty(headers: headers)
     }
@@ -311,7 +314,7 @@ extension Gateway {
             bucket: bucket, key: key, position: position, body: body, metadata: try requestMetadata(call),
             options: body.writeOptions(WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch]))
         )
-        var headers: HTTPFields = [.eTag: info.etag, .ossNextAppendPosition: String(info.size)]
+        var headers: HTTPFields = [.eTag: call.dialect.etag(info.etag), .ossNextAppendPosition: String(info.size)]
         addChecksums(call, info.checksums, to: &headers)
         return empty(headers: headers)
     }
@@ -345,9 +348,10 @@ extension Gateway {
         }
         var xml = document(call, root: "CopyObjectResult")
         xml.element("LastModified", WireDate.iso8601(info.lastModified, milliseconds: 0))
-        xml.element("ETag", info.etag)
+        let etag = call.dialect.etag(info.etag)
+        xml.element("ETag", etag)
         checksumElements(call, info.checksums.additional, into: &xml)
-        var headers: HTTPFields = [.eTag: info.etag]
+        var headers: HTTPFields = [.eTag: etag]
         if call.dialect == .oss { addChecksums(call, info.checksums, to: &headers) }
         return xmlResponse(xml, headers: headers)
     }
@@ -386,8 +390,12 @@ extension Gateway {
     /// an `AccessDenied` entry, the rest are deleted). The store keeps one version per key, whose
     /// id is `null`: an entry naming that version deletes the object, and the answer echoes it
     /// (cleanup tools list versions and delete them by id); any other version id is that entry's
-    /// `NoSuchVersion`. Quiet answers list errors only.
+    /// `NoSuchVersion`. Quiet answers list errors only. With `encoding-type=url` (oss2 and the
+    /// OSS SDKs always send it) the answer's keys are URL-encoded, as listings encode them, and
+    /// say so in `<EncodingType>`; the request's keys are as they are.
     func deleteObjects(_ call: Call, bucket: String) async throws -> Response {
+        let encodeURL = try Self.encodesURL(call.query)
+        func encoded(_ key: String) -> String { encodeURL ? Self.urlEncodeForListing(key) : key }
         let request = try Self.parseXML(try await collectXMLBody(call), DeleteObjectsRequest.parse)
         var refused: [(key: String, code: String, message: String)] = []
         var allowed: [DeleteObjectsRequest.Entry] = []
@@ -406,19 +414,20 @@ extension Gateway {
         _ = try await store.headBucket(bucket)
         let results = try await store.deleteObjects(bucket: bucket, keys: allowed.map(\.key))
         var xml = document(call, root: "DeleteResult")
+        if encodeURL { xml.element("EncodingType", "url") }
         for (entry, result) in zip(allowed, results) {
             if let error = result.error.map(GatewayError.init) {
                 refused.append((result.key, error.code, error.message))
             } else if !request.quiet {
                 xml.element("Deleted") { deleted in
-                    deleted.element("Key", result.key)
+                    deleted.element("Key", encoded(result.key))
                     if let version = entry.versionId { deleted.element("VersionId", version) }
                 }
             }
         }
         for entry in refused {
             xml.element("Error") { error in
-                error.element("Key", entry.key)
+                error.element("Key", encoded(entry.key))
                 error.element("Code", entry.code)
                 error.element("Message", entry.message)
             }

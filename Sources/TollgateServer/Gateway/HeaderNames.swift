@@ -12,6 +12,10 @@ extension HTTPField.Name {
     static let ossNextAppendPosition = Self("x-oss-next-append-position")!
     static let ossObjectType = Self("x-oss-object-type")!
     static let ossForbidOverwrite = Self("x-oss-forbid-overwrite")!
+    /// OSS: a bodiless error answer's `<Error>` document, base64 (HEAD).
+    static let ossErr = Self("x-oss-err")!
+    /// OSS CompleteMultipartUpload: `yes` completes with every uploaded part, without a body.
+    static let ossCompleteAll = Self("x-oss-complete-all")!
     static let amzTagging = Self("x-amz-tagging")!
     static let ossTagging = Self("x-oss-tagging")!
     static let amzTaggingCount = Self("x-amz-tagging-count")!
