@@ -309,6 +309,27 @@ func corsResponseVaryIsAlwaysStated() async throws {
     }
 }
 
+// MARK: S3 ListObjects (v1) encoding
+
+@Test("ListObjects v1 with encoding-type=url: S3 leaves Prefix as given (botocore does not decode it), OSS encodes it; both encode the rest",
+      arguments: [Dialect.s3, .oss])
+func listV1PrefixEncoding(dialect: Dialect) async throws {
+    try await withSignedGateway { gateway in
+        let all = try gateway.credentials(role: "all")
+        try await gateway.seed("tollgate", "\nline/a b", "x")
+        try await gateway.seed("tollgate", "\nline/c\nd/e", "x")
+        let v1 = xml(try await gateway.send(Unsigned(.get, "tollgate", query: "prefix=%0Aline%2F&delimiter=%0A&marker=%0Aline%2F0&encoding-type=url"),
+                                            dialect, all))
+        #expect(element("Prefix", in: v1) == (dialect == .s3 ? "&#10;line/" : "%0Aline/"), "\(v1)")
+        #expect(element("Marker", in: v1) == "%0Aline/0")
+        #expect(element("Delimiter", in: v1) == "%0A")
+        #expect(elements("Key", in: v1) == ["%0Aline/a%20b"])
+        #expect(elements("Prefix", in: v1).dropFirst() == ["%0Aline/c%0A"])
+        let v2 = xml(try await gateway.send(Unsigned(.get, "tollgate", query: "list-type=2&prefix=%0Aline%2F&encoding-type=url"), dialect, all))
+        #expect(element("Prefix", in: v2) == "%0Aline/")
+    }
+}
+
 // MARK: Signature V2
 
 /// OSS V2 as oss2's ProviderAuthV2 signs (Date, x-oss-* headers, the security token), the

@@ -20,7 +20,10 @@ extension Gateway {
 
         var xml = document(call, root: "ListBucketResult")
         xml.element("Name", bucket)
-        xml.element("Prefix", encoded(prefix))
+        // S3's ListObjects (v1) leaves its Prefix as given, which botocore does not decode
+        // (it decodes v1's Marker, NextMarker, Delimiter, keys and common prefixes); OSS's v1
+        // encodes it, as both encode v2's.
+        xml.element("Prefix", version == 1 && call.dialect == .s3 ? prefix : encoded(prefix))
         if version == 1 {
             xml.element("Marker", encoded(query["marker"] ?? ""))
             if result.isTruncated, let next = result.nextMarker { xml.element("NextMarker", encoded(next)) }
