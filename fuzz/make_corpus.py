@@ -110,7 +110,8 @@ def main():
     for name in ["oss2 v1 get_object 0", "oss2 v1 put_object 2", "oss2 v1 presigned get 0", "oss2 v1 sts presigned get",
                  "oss2 v1 get with process and response header", "oss2 v1 list_buckets", "oss2 v4 get_object 3",
                  "oss2 v4 put_object 0", "oss2 v4 presigned get 1", "oss2 v4 sts put_object", "oss2 v4 list_objects",
-                 "oss2 v4 other region"]:
+                 "oss2 v4 other region", "oss2 v2 put_object 4", "oss2 v2 sts ranged get",
+                 "oss2 v2 presigned put additional headers", "oss2 v2 sts presigned get", "oss2 v2 list_buckets"]:
         v = vs[name]
         resource = "" if v["bucket"] is None else v["bucket"] + ("" if v["key"] is None else "/" + v["key"])
         write("FuzzOSS", slug(name), resource + "\n" + request_text(v))

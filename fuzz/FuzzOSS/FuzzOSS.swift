@@ -1,4 +1,4 @@
-// libFuzzer target: OSS request verification (V1 HMAC-SHA1 and V4, header and presigned forms).
+// libFuzzer target: OSS request verification (V1 HMAC-SHA1, V2 HMAC-SHA256 and V4, header and presigned forms).
 // Input: a first line naming the resource, `BUCKET/KEY` as the gateway's router decoded it
 // (empty: no bucket; no slash: a bucket without key; `BUCKET/`: key ""), then a request in
 // FuzzSupport's text form.
