@@ -139,6 +139,99 @@ def server():
     s.cleanup()
 
 
+class CephCluster:
+    """A single-node Ceph cluster (monitor, OSD, RADOS Gateway with STS) from
+    `.ci/ceph/cluster.sh`: `endpoint`, `access_key`, `secret_key` (an admin user with the caps
+    roles, users, buckets, metadata and oidc-provider), `region`, and every line of its
+    `cluster.env` in `env`."""
+
+    SCRIPT = ROOT / ".ci" / "ceph" / "cluster.sh"
+
+    def __init__(self, directory: Path, *, owned: bool):
+        self.dir = directory
+        self.owned = owned
+        self.env = self.read_env()
+
+    def read_env(self) -> dict:
+        env = {}
+        for line in (self.dir / "cluster.env").read_text().splitlines():
+            if "=" in line and not line.startswith("#"):
+                key, value = line.split("=", 1)
+                env[key] = value
+        return env
+
+    @property
+    def endpoint(self) -> str:
+        return self.env["RGW_ENDPOINT"]
+
+    @property
+    def access_key(self) -> str:
+        return self.env["RGW_ACCESS_KEY"]
+
+    @property
+    def secret_key(self) -> str:
+        return self.env["RGW_SECRET_KEY"]
+
+    @property
+    def region(self) -> str:
+        return self.env.get("RGW_REGION", "us-east-1")
+
+    def run(self, command: str, timeout: float = 300):
+        subprocess.run(["bash", str(self.SCRIPT), command, str(self.dir)], check=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.env = self.read_env()
+
+    def stop_gateway(self):
+        """Stops radosgw alone (the monitor and the OSD keep running): a backend outage."""
+        self.run("rgw-stop")
+
+    def start_gateway(self):
+        """Starts radosgw again on the same port."""
+        self.run("rgw-start")
+
+    def s3(self):
+        """A boto3 S3 client straight to RGW as the admin user (path style)."""
+        import boto3
+        from botocore.config import Config
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name=self.region,
+                            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
+                            config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                                          retries={"max_attempts": 2}))
+
+
+def ceph_installed() -> bool:
+    return all(shutil.which(tool) for tool in ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "monmaptool", "ceph"))
+
+
+@pytest.fixture(scope="session")
+def rgw():
+    """The Ceph cluster the RGW tests share, started once per session with
+    `.ci/ceph/cluster.sh` and stopped at its end. `TOLLGATE_CEPH_DIR` names the directory of a
+    cluster that is already running (its `cluster.env`), which is then used and left running.
+    Without Ceph's packages the tests that need it skip, but fail under CI (`CI=true`)."""
+    existing = os.environ.get("TOLLGATE_CEPH_DIR")
+    if existing:
+        yield CephCluster(Path(existing), owned=False)
+        return
+    if not ceph_installed():
+        message = ("Ceph is not installed (apt-get install --no-install-recommends ceph-mon ceph-osd "
+                   "radosgw ceph-common)")
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    directory = Path(tempfile.mkdtemp(prefix="tollgate-ceph-"))
+    cluster = None
+    try:
+        subprocess.run(["bash", str(CephCluster.SCRIPT), "start", str(directory)], check=True, timeout=300,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        cluster = CephCluster(directory, owned=True)
+        yield cluster
+    finally:
+        subprocess.run(["bash", str(CephCluster.SCRIPT), "stop", str(directory)], timeout=120,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def get_json(url: str, method: str = "GET"):
     request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
     try:
