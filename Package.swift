@@ -53,6 +53,13 @@ let package = Package(
         .target(name: "TollgateCORS", swiftSettings: swiftSettings),
         // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload, Tagging, CORSConfiguration).
         .target(name: "TollgateXML", dependencies: ["TollgateCORS"], swiftSettings: swiftSettings),
+        // Upstream STSs (Alibaba Cloud STS, AWS STS and S3-compatible ones): requests built and
+        // signed, answers parsed, session names, retry and reuse rules; the server only sends.
+        .target(
+            name: "TollgateUpstream",
+            dependencies: ["TollgateCrypto", "TollgateDates", "TollgatePolicy", "TollgateSignature", "TollgateXML"],
+            swiftSettings: swiftSettings
+        ),
         // Object store: the protocol-free `ObjectStore` seam; files + SQLite metadata, and an in-memory twin.
         .target(
             name: "TollgateStore",
@@ -68,7 +75,7 @@ let package = Package(
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity", "TollgateCORS",
+                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -89,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer", "TollgateStore", "TollgateDates", "TollgateJSON",
+                "TollgateServer", "TollgateStore", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
@@ -113,6 +120,8 @@ let package = Package(
         .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature", "TollgateCrypto", "TollgateDates"], exclude: ["Fixtures/generate.py"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateIdentityTests", dependencies: ["TollgateIdentity", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateXMLTests", dependencies: ["TollgateXML"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateUpstreamTests", dependencies: ["TollgateUpstream", "TollgatePolicy", "TollgateSignature", "TollgateCrypto", "TollgateDates"],
+                    swiftSettings: swiftSettings),
         .testTarget(name: "TollgateStoreTests", dependencies: ["TollgateStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TollgateServerTests",
