@@ -39,6 +39,10 @@ public struct TollgateState: Sendable {
 public func makeMetricsFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
     var factory = PrometheusMetricsFactory(registry: registry)
     factory.durationHistogramBuckets[GatewayMetrics.durationLabel] = GatewayMetrics.durationBuckets
+    factory.durationHistogramBuckets[UpstreamMetrics.durationLabel] = [
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+        .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30),
+    ]
     return factory
 }
 

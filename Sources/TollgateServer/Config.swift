@@ -34,7 +34,7 @@ public struct TollgateConfig: Sendable {
         "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
         "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "IdleTimeoutSeconds",
         "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication", "RateLimits", "CreatePolicyBuckets",
-        "TLS", "GatewayTLS", "TrustedProxies", "CORS",
+        "TLS", "GatewayTLS", "TrustedProxies", "CORS", "Upstreams", "AssumeRoleArn",
     ]
     /// The keys read only at start-up: a reload that changes one logs it as needing a restart,
     /// and the running value stays in force; every other key applies on reload. This is the one
@@ -114,6 +114,8 @@ public struct TollgateConfig: Sendable {
     public var cors = CORSSettings()
     /// The top-level members as written, to tell which keys an edit changed.
     public var members: [String: JSONValue] = [:]
+    /// `Upstreams`, the roles they vend, and `AssumeRoleArn` (see UpstreamConfig.swift).
+    public var upstream = UpstreamConfig()
 
     public static let defaultRole = "default"
 
@@ -224,6 +226,17 @@ public struct TollgateConfig: Sendable {
         config.cors = try CORSSettings.parse(object["CORS"], file: path)
         config.createPolicyBuckets = try reader.bool("CreatePolicyBuckets", default: true)
         config.members = object
+        let (upstream, unknownRoleKeys) = try parseUpstreams(object, path: path, roles: Set(roles.keys), resolve: resolve,
+                                                             environment: environment)
+        config.upstream = upstream
+        config.unknownKeys += unknownRoleKeys
+        // With AssumeRoleArn, AccessKeyID/AccessKeySecret are the upstream caller's keys (the
+        // reference app server's meaning), not the gateway's root: that one is generated (or
+        // comes from the environment) as for an empty AccessKeySecret.
+        if upstream.assumeRoleArn {
+            config.accessKeyID = ""
+            config.accessKeySecret = ""
+        }
         if let id = try environmentValue("TOLLGATE_ACCESS_KEY_ID", environment, path: path) { config.accessKeyID = id.value }
         var secretSource = "AccessKeySecret"
         if let secret = try environmentValue("TOLLGATE_ACCESS_KEY_SECRET", environment, path: path) {

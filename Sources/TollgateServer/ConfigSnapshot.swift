@@ -4,6 +4,7 @@ import TollgateIdentity
 import TollgatePolicy
 import TollgateStore
 import TollgateToken
+import TollgateUpstream
 
 /// One problem that refuses a configuration: in config.json, or in one of its policy files.
 public enum ConfigProblem: Sendable, CustomStringConvertible {
@@ -41,7 +42,9 @@ public struct ConfigFiles: Sendable {
     public let config: TollgateConfig
     /// Role name → its compiled policy.
     public let policies: [String: Policy]
-    /// config.json and every policy file → the bytes they were built from.
+    /// Role name → the session policy its upstream receives (roles vended upstream only).
+    public var sessionPolicies: [String: SessionPolicyTemplate] = [:]
+    /// config.json, every policy file and upstream key file → the bytes they were built from.
     public let contents: [String: Data]
 
     public static func read(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigLoadError) -> ConfigFiles {
@@ -59,6 +62,7 @@ public struct ConfigFiles: Sendable {
             throw fail([.config(ConfigError(file: path, "cannot read the file (\(error.localizedDescription))"))])
         }
         var policies: [String: Policy] = [:]
+        var sessionPolicies: [String: SessionPolicyTemplate] = [:]
         var problems: [ConfigProblem] = []
         for (role, file) in config.roles.sorted(by: { $0.key < $1.key }) {
             do throws(PolicyLoadError) {
@@ -79,12 +83,25 @@ public struct ConfigFiles: Sendable {
                     throw PolicyLoadError(diagnostics: [PolicyDiagnostic(file: file, line: 1, column: 1, message: "the file is not UTF-8")])
                 }
                 policies[role] = try Policy.load(text: text, file: file, variables: config.variables)
+                if let upstream = config.upstream.roles[role], let settings = config.upstream.upstreams[upstream.upstream] {
+                    let template = try SessionPolicyTemplate.make(text: text, file: file, variables: config.variables)
+                    // Never sent cut short: a policy the upstream cannot take refuses the config.
+                    guard template.fixedByteCount <= settings.maxPolicyBytes else {
+                        throw PolicyLoadError(diagnostics: [PolicyDiagnostic(
+                            file: file, line: 1, column: 1,
+                            message: "the session policy of role \(role) is \(template.fixedByteCount) bytes minified; the upstream \(settings.name) (\(settings.kind.rawValue)) takes at most \(settings.maxPolicyBytes) (MaxPolicyBytes)")])
+                    }
+                    sessionPolicies[role] = template
+                }
             } catch {
                 problems += error.diagnostics.map(ConfigProblem.policy)
             }
         }
         guard problems.isEmpty else { throw fail(problems) }
-        return ConfigFiles(config: config, policies: policies, contents: contents.compactMapValues { $0 })
+        // Upstream key files: read by the config already; their bytes are kept so that a reload
+        // notices a rotated key.
+        for file in config.upstream.keyFiles { contents[file] = .some(try? Data(contentsOf: URL(fileURLWithPath: file))) }
+        return ConfigFiles(config: config, policies: policies, sessionPolicies: sessionPolicies, contents: contents.compactMapValues { $0 })
     }
 }
 
@@ -104,6 +121,8 @@ public final class ConfigSnapshot: Sendable {
     /// Verifies app users' login tokens; nil without an `Authentication` section.
     public let identities: IdentityVerifier?
     public let rateLimits: TokenRateLimits
+    /// The upstream STSs with their reuse caches; nil when no role is vended upstream.
+    public let upstreams: UpstreamVendors?
     /// config.json and the policy files → the bytes this snapshot was built from.
     public let contents: [String: Data]
 
@@ -139,6 +158,11 @@ public final class ConfigSnapshot: Sendable {
             rateLimits = running.rateLimits
         } else {
             rateLimits = TokenRateLimits(config.rateLimits)
+        }
+        if config.upstream.isEmpty {
+            upstreams = nil
+        } else {
+            upstreams = UpstreamVendors(config.upstream, sessionPolicies: files.sessionPolicies, running: running?.upstreams)
         }
         contents = files.contents
     }

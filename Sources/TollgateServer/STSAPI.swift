@@ -96,6 +96,7 @@ struct STSAPI: Sendable {
             throw Failure(400, "ValidationError", "WebIdentityToken is required.")
         }
         let role = try Self.roleName(parameters.fields["RoleArn"], known: roles)
+        try Self.refuseUpstreamRole(role, controller: controller)
         let sessionName = try Self.sessionName(parameters.fields["RoleSessionName"])
         let sessionPolicy = try Self.sessionPolicy(parameters.fields["Policy"])
         let now = controller.clock()
@@ -131,6 +132,7 @@ struct STSAPI: Sendable {
             throw Failure(403, "AccessDenied", "Only the root credentials may call AssumeRole.")
         }
         let role = try Self.roleName(parameters.fields["RoleArn"], known: roles)
+        try Self.refuseUpstreamRole(role, controller: controller)
         let sessionName = try Self.sessionName(parameters.fields["RoleSessionName"])
         let sessionPolicy = try Self.sessionPolicy(parameters.fields["Policy"])
         let duration = try controller.duration(parameters.fields["DurationSeconds"], role: role)
@@ -192,6 +194,13 @@ struct STSAPI: Sendable {
         let name = String(arn[range.upperBound...].split(separator: "/").last ?? "")
         guard known[name] != nil else { throw Failure(403, "AccessDenied", "No role named \(name) is configured.") }
         return name
+    }
+
+    /// A role an upstream STS vends has no credentials of Tollgate's to give here.
+    static func refuseUpstreamRole(_ role: String, controller: TokenController) throws(Failure) {
+        guard let route = controller.upstreams?.route(role) else { return }
+        throw Failure(400, "ValidationError",
+                      "The role \(role) is vended by the upstream STS \(route.role.upstream): ask the token endpoint (GET /) for its credentials.")
     }
 
     /// RoleSessionName: 2 to 64 of `[\w+=,.@-]`, as AWS requires.

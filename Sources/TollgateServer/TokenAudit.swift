@@ -23,15 +23,17 @@ public struct TokenAuditEntry: Sendable, Equatable, Codable {
     /// `json` (the token endpoint), `AssumeRole`, `AssumeRoleWithWebIdentity`.
     public var via: String
     public var clientAddress: String
+    /// The upstream STS that minted the credentials (`Upstreams`); nil: Tollgate itself.
+    public var upstream: String?
 
     enum CodingKeys: String, CodingKey {
-        case time, subject, issuer, role, expiration, via
+        case time, subject, issuer, role, expiration, via, upstream
         case accessKeyId = "access_key_id"
         case clientAddress = "client_address"
     }
 
     public init(time: String, subject: String?, issuer: String?, role: String, accessKeyId: String, expiration: String,
-                via: String, clientAddress: String) {
+                via: String, clientAddress: String, upstream: String? = nil) {
         self.time = time
         self.subject = subject
         self.issuer = issuer
@@ -40,6 +42,7 @@ public struct TokenAuditEntry: Sendable, Equatable, Codable {
         self.expiration = expiration
         self.via = via
         self.clientAddress = clientAddress
+        self.upstream = upstream
     }
 
     /// One JSON Lines record, newline included.
@@ -62,6 +65,7 @@ public struct TokenAuditEntry: Sendable, Equatable, Codable {
         json.add("expiration", expiration)
         json.add("via", via)
         json.add("client_address", clientAddress)
+        if let upstream { json.add("upstream", upstream) }
         return json
     }
 }

@@ -33,6 +33,10 @@ final class TokenController: Sendable {
     let audit: TokenAuditLog?
     let clock: @Sendable () -> Date
     let metrics: TokenMetrics
+    /// Roles vended by an upstream STS (`Upstreams`, `AssumeRoleArn`); nil: none.
+    let upstreams: UpstreamVendors?
+    /// Revocations in force: a revoked subject gets no new upstream credentials.
+    let revocations: RevocationStore?
 
     init(_ snapshot: ConfigSnapshot, revocations: RevocationStore?, audit: TokenAuditLog?, clock: @escaping @Sendable () -> Date,
          metrics: TokenMetrics) {
@@ -48,6 +52,8 @@ final class TokenController: Sendable {
         self.audit = audit
         self.clock = clock
         self.metrics = metrics
+        upstreams = snapshot.upstreams
+        self.revocations = revocations
     }
 
     /// What the caller sent: the query and body parameters, the body itself, the login token.
@@ -214,6 +220,9 @@ final class TokenController: Sendable {
         }
         guard policies[decision.role] != nil else {
             throw TokenEndpointError(.serviceUnavailable, code: "PolicyUnavailable", message: "The role policy is not loaded")
+        }
+        if let route = upstreams?.route(decision.role) {
+            return await vendUpstream(route, decision, inline: request.uri.queryParameters["errors"] == "inline", context: context, now: now)
         }
         let issued = try tokens.issue(subject: decision.subject, role: decision.role, claims: decision.claims,
                                       duration: Int64(decision.duration), now: now)

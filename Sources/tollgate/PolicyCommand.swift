@@ -38,6 +38,7 @@ struct PolicyCommand: AsyncParsableCommand {
 
         func run() async throws {
             let variables = try placeholderVariables(config: config, vars: vars)
+            let upstreams = upstreamsByPolicyFile(config: config)
             var invalid = false
             for file in files {
                 guard let text = readPolicyText(file) else {
@@ -46,8 +47,10 @@ struct PolicyCommand: AsyncParsableCommand {
                 }
                 do {
                     let policy = try Policy.load(text: text, file: file, variables: variables)
-                    for d in policy.warnings { writeStandardError(d.description) }
-                    let count = policy.warnings.count
+                    // A policy an upstream STS receives is also checked against what it takes.
+                    let warnings = policy.warnings + upstreamWarnings(text: text, file: file, variables: variables, upstreams: upstreams)
+                    for d in warnings { writeStandardError(d.description) }
+                    let count = warnings.count
                     print(count == 0 ? "\(file): ok" : "\(file): ok, \(count) warning\(count == 1 ? "" : "s")")
                     if strict && count > 0 { invalid = true }
                 } catch {

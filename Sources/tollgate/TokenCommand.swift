@@ -25,6 +25,10 @@ struct TokenCommand: AsyncParsableCommand {
                 printError("tollgate: unknown role \"\(role)\" (known: \(config.roles.keys.sorted().joined(separator: ", ")))")
                 throw ExitCode(2)
             }
+            if let upstream = config.upstream.roles[role] {
+                printError("tollgate: the role \"\(role)\" is vended by the upstream STS \(upstream.upstream); its credentials come from the running token endpoint")
+                throw ExitCode(2)
+            }
             let lifetime = duration ?? config.tokenExpireTime
             guard (TollgateConfig.minimumTokenLifetime...TollgateConfig.maximumTokenLifetime).contains(lifetime) else {
                 printError("tollgate: --duration must be between \(TollgateConfig.minimumTokenLifetime) and \(TollgateConfig.maximumTokenLifetime) seconds")
