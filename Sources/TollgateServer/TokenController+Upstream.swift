@@ -18,7 +18,7 @@ extension TokenController {
         let vendor = route.vendor
         let settings = vendor.settings
         func refuse(_ status: Int, _ code: String, _ message: String, reason: String, retryAfter: Bool = false) -> Response {
-            vendor.metrics.refusals[reason].increment()
+            vendor.metrics.refusals(reason).increment()
             context.logger.info("token refused", metadata: [
                 "token.refusal": .string(code), "token.reason": .string(message), "token.subject": .string(decision.subject ?? "-"),
                 "token.role": .string(decision.role), "token.upstream": .string(settings.name), "client.address": .string(context.clientAddress),
@@ -75,7 +75,7 @@ extension TokenController {
                 vended = try await vendor.vend(parameters, key: key, now: clock)
             }
         } catch {
-            vendor.metrics.refusals["upstream_error"].increment()
+            vendor.metrics.refusals("upstream_error").increment()
             context.logger.warning("upstream refused", metadata: [
                 "upstream.name": .string(settings.name), "upstream.code": .string(error.code),
                 "upstream.status": .string(error.upstreamStatus.map(String.init) ?? "-"), "upstream.reason": .string(error.message),

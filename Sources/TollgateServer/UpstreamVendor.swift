@@ -156,19 +156,31 @@ final class UpstreamVendor: Sendable {
         return String(describing: type(of: error))
     }
 
-    /// The HTTP exchange, through the process's shared client.
+    /// The client of every upstream call, for the process's life: a refused connection fails at
+    /// once (the shared client would try again until the deadline, and the vendor's own bounded
+    /// retry decides), connecting takes at most 3 s, and a redirect is not followed (nothing
+    /// signed goes anywhere but the configured endpoint).
+    static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(3)))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
+    /// The HTTP exchange.
     static let send: UpstreamTransport = { request, deadline in
         var http = HTTPClientRequest(url: request.url)
         http.method = .init(rawValue: request.method)
         for header in request.headers { http.headers.replaceOrAdd(name: header.name, value: header.value) }
         http.body = .bytes(ByteBuffer(bytes: request.body))
-        let response = try await HTTPClient.shared.execute(http, deadline: deadline)
+        let response = try await client.execute(http, deadline: deadline)
         let body = try await response.body.collect(upTo: maxUpstreamAnswerBytes + 1)
         return (Int(response.status.code), Array(buffer: body))
     }
 }
 
-/// An upstream's instruments, labelled by its name (from config.json: a bounded set).
+/// An upstream's instruments, labelled by its name (from config.json: a bounded set). Each is
+/// made when first used, so that one made before the process's metrics system is set up (the
+/// first configuration is read before it) still reaches it.
 final class UpstreamMetrics: Sendable {
     /// Error codes are the upstream's: at most this many distinct ones get their own series,
     /// the rest count as `other`.
@@ -176,31 +188,33 @@ final class UpstreamMetrics: Sendable {
     static let durationLabel = "tollgate_upstream_request_duration_seconds"
 
     let upstream: String
-    /// `tollgate_upstream_credentials_total{upstream, source="upstream"|"cache"}`.
-    let fetched: Counter
-    let reused: Counter
-    /// `tollgate_upstream_request_duration_seconds{upstream}`: each attempt, answered or not.
-    let duration: Timer
-    /// `tollgate_upstream_retries_total{upstream}`.
-    let retries: Counter
-    /// `tollgate_upstream_refusals_total{upstream, reason}`: requests refused before any call
-    /// (revoked, policy_too_large, policy_variable) and after one (upstream_error).
-    let refusals: InstrumentCache<String, Counter>
-    private let errorCounters: InstrumentCache<String, Counter>
+    private let counters: InstrumentCache<[String], Counter>
+    private let timers: InstrumentCache<String, Timer>
     private let seenCodes = Mutex<Set<String>>([])
 
     init(upstream: String) {
         self.upstream = upstream
-        fetched = Counter(label: "tollgate_upstream_credentials_total", dimensions: [("upstream", upstream), ("source", "upstream")])
-        reused = Counter(label: "tollgate_upstream_credentials_total", dimensions: [("upstream", upstream), ("source", "cache")])
-        duration = Timer(label: Self.durationLabel, dimensions: [("upstream", upstream)], preferredDisplayUnit: .seconds)
-        retries = Counter(label: "tollgate_upstream_retries_total", dimensions: [("upstream", upstream)])
-        refusals = InstrumentCache { reason in
-            Counter(label: "tollgate_upstream_refusals_total", dimensions: [("upstream", upstream), ("reason", reason)])
+        counters = InstrumentCache { key in
+            Counter(label: key[0], dimensions: [("upstream", upstream)] + stride(from: 1, to: key.count - 1, by: 2).map { (key[$0], key[$0 + 1]) })
         }
-        errorCounters = InstrumentCache { code in
-            Counter(label: "tollgate_upstream_errors_total", dimensions: [("upstream", upstream), ("code", code)])
+        timers = InstrumentCache { label in
+            Timer(label: label, dimensions: [("upstream", upstream)], preferredDisplayUnit: .seconds)
         }
+    }
+
+    /// `tollgate_upstream_credentials_total{upstream, source="upstream"}`.
+    var fetched: Counter { counters[["tollgate_upstream_credentials_total", "source", "upstream"]] }
+    /// `tollgate_upstream_credentials_total{upstream, source="cache"}`.
+    var reused: Counter { counters[["tollgate_upstream_credentials_total", "source", "cache"]] }
+    /// `tollgate_upstream_request_duration_seconds{upstream}`: each attempt, answered or not.
+    var duration: Timer { timers[Self.durationLabel] }
+    /// `tollgate_upstream_retries_total{upstream}`.
+    var retries: Counter { counters[["tollgate_upstream_retries_total"]] }
+
+    /// `tollgate_upstream_refusals_total{upstream, reason}`: requests refused before any call
+    /// (`revoked`, `policy_too_large`, `policy_variable`) and after one (`upstream_error`).
+    func refusals(_ reason: String) -> Counter {
+        counters[["tollgate_upstream_refusals_total", "reason", reason]]
     }
 
     /// `tollgate_upstream_errors_total{upstream, code}`.
@@ -211,6 +225,6 @@ final class UpstreamMetrics: Sendable {
             seen.insert(code)
             return code
         }
-        return errorCounters[label]
+        return counters[["tollgate_upstream_errors_total", "code", label]]
     }
 }

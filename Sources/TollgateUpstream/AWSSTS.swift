@@ -50,7 +50,7 @@ public enum AWSSTS {
     static let limits = XMLLimits(maxBytes: maxUpstreamAnswerBytes, maxDepth: 8, maxElements: 64)
 
     /// The credentials of a `200` answer (`AssumeRoleResponse/AssumeRoleResult/Credentials`), or
-    /// the failure an `ErrorResponse/Error` (AWS) or a bare `Error` (S3-style stores) describes.
+    /// the failure its error document describes.
     public static func parseAssumeRole(status: Int, body: [UInt8], upstream: String) -> Result<UpstreamCredentials, UpstreamFailure> {
         let document: XMLDocument?
         do { document = try XMLReader.parse(body, limits: limits) } catch {
@@ -62,7 +62,10 @@ public enum AWSSTS {
         guard (200..<300).contains(status) else {
             var code: String?, message: String?
             if let document {
-                let error = document.root.name == "Error" ? document.root : document.child(of: document.root, named: "Error")
+                // `Error` (S3-style stores), `ErrorResponse/Error` (AWS), `…/Errors/Error` (moto, EC2-style).
+                let error = document.root.name == "Error" ? document.root
+                    : document.child(of: document.root, named: "Error")
+                    ?? document.child(of: document.root, named: "Errors").flatMap { document.child(of: $0, named: "Error") }
                 code = error.flatMap { document.child(of: $0, named: "Code")?.text }
                 message = error.flatMap { document.child(of: $0, named: "Message")?.text }
             }

@@ -66,6 +66,8 @@ func assumeRoleIsSignedAsBotocoreSignsIt(endpoint: String, host: String, signatu
      .refused, "AccessDenied", 502),
     (403, "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code><RequestId>tx0</RequestId><HostId>h</HostId></Error>",
      .refused, "AccessDenied", 502),
+    (403, "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<ErrorResponse><Errors><Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we calculated does not match</Message><Type>Sender</Type></Error></Errors></ErrorResponse>",
+     .refused, "SignatureDoesNotMatch", 502),
     (400, "<ErrorResponse><Error><Code>PackedPolicyTooLarge</Code><Message>too big</Message></Error></ErrorResponse>",
      .refused, "PackedPolicyTooLarge", 502),
     (500, "oops", .refused, "UpstreamHTTP500", 502),
