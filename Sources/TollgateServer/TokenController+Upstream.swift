@@ -19,7 +19,8 @@ extension TokenController {
         let settings = vendor.settings
         func refuse(_ status: Int, _ code: String, _ message: String, reason: String, retryAfter: Bool = false) -> Response {
             vendor.metrics.refusals(reason).increment()
-            context.logger.info("token refused", metadata: [
+            metrics.refusals[code].increment()
+            RefusalLog.shared.log(context.logger, .info, "token refused", kind: code, key: context.clientAddress, now: now, metadata: [
                 "token.refusal": .string(code), "token.reason": .string(message), "token.subject": .string(decision.subject ?? "-"),
                 "token.role": .string(decision.role), "token.upstream": .string(settings.name), "client.address": .string(context.clientAddress),
             ])
@@ -76,7 +77,10 @@ extension TokenController {
             }
         } catch {
             vendor.metrics.refusals("upstream_error").increment()
-            context.logger.warning("upstream refused", metadata: [
+            metrics.refusals[error.code].increment()
+            // One line per upstream and code a window: an outage refuses every request alike.
+            RefusalLog.shared.log(context.logger, .warning, "upstream refused", kind: "upstream " + error.code, key: settings.name,
+                                  now: now, metadata: [
                 "upstream.name": .string(settings.name), "upstream.code": .string(error.code),
                 "upstream.status": .string(error.upstreamStatus.map(String.init) ?? "-"), "upstream.reason": .string(error.message),
                 "token.subject": .string(decision.subject ?? "-"), "token.role": .string(decision.role),
