@@ -8,6 +8,7 @@ import json
 import os
 import re
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -175,6 +176,16 @@ def test_local_roles_and_upstream_roles_mix(server, standin):
     status, _, body = vend(server, "alice", "?role=local", team="local")
     assert status == 200, body
     assert json.loads(body)["SecurityToken"].startswith("TG1.")
+    assert standin.requests == []
+    # The STS API has no credentials of Tollgate's for a role an upstream vends.
+    form = urllib.parse.urlencode({"Action": "AssumeRoleWithWebIdentity", "Version": "2011-06-15", "RoleSessionName": "alice",
+                                   "RoleArn": "arn:aws:iam::000000000000:role/photos", "WebIdentityToken": login("alice")})
+    request = urllib.request.Request(server.url + "/", data=form.encode(),
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 400
+    assert b"<Code>ValidationError</Code>" in refused.value.read()
     assert standin.requests == []
 
 
