@@ -30,7 +30,11 @@ STANDIN_PID=$!
 for _ in $(seq 100); do [ -s "$WORK/standin.port" ] && break; sleep 0.1; done
 STANDIN="http://127.0.0.1:$(cat "$WORK/standin.port")"
 export TOLLGATE_BENCH_JWT_SECRET=bench-jwt-secret-0123456789abcdefghijklmnop
-TOKEN=$(python3 -c 'import jwt, time, os; n = int(time.time()); print(jwt.encode({"iss": "https://bench", "aud": "bench", "sub": "bench-user", "iat": n, "exp": n + 7200}, os.environ["TOLLGATE_BENCH_JWT_SECRET"], algorithm="HS256"))')
+login() { # TEAM -> a login token for bench-user (team "local" gets the local role)
+  python3 -c 'import jwt, time, os, sys; n = int(time.time()); print(jwt.encode({"iss": "https://bench", "aud": "bench", "sub": "bench-user", "team": sys.argv[1], "iat": n, "exp": n + 7200}, os.environ["TOLLGATE_BENCH_JWT_SECRET"], algorithm="HS256"))' "$1"
+}
+TOKEN=$(login app)
+LOCAL_TOKEN=$(login local)
 
 # config SHARE: $WORK/config.json with role `up` vended by the stand-in (CacheShare SHARE) and `local`.
 config() {
@@ -44,7 +48,8 @@ import json, sys
 path, standin, share = sys.argv[1], sys.argv[2], float(sys.argv[3])
 config = json.load(open(path))
 config["Authentication"] = {"Providers": [{"Issuer": "https://bench", "Audiences": ["bench"], "Algorithms": ["HS256"],
-                                           "HMACSecretEnv": "TOLLGATE_BENCH_JWT_SECRET"}], "DefaultRole": "up"}
+                                           "HMACSecretEnv": "TOLLGATE_BENCH_JWT_SECRET", "Claims": ["team"]}],
+                            "RoleRules": [{"Claim": "team", "Match": "Equals", "Value": "local", "Role": "local"}], "DefaultRole": "up"}
 config["Upstreams"] = {"aliyun": {"Type": "aliyun-sts", "Endpoint": standin, "AccessKeyIDFile": "secrets/ak",
                                   "AccessKeySecretFile": "secrets/sk", "CacheShare": share}}
 config["Roles"] = {"up": {"PolicyFile": "policy/user_isolated_policy.txt", "Upstream": "aliyun",
@@ -54,17 +59,22 @@ json.dump(config, open(path, "w"))
 PY
 }
 
-# Two servers: the cache off on OFF_PORT (started first, kept aside), the cache on on PORT.
+# Two servers: the cache off (its own directory, config and data: a server watches its
+# config.json), and the cache on.
 config 0
-LOG_LEVEL=warning start_server "$BIN"
-SECOND_PID=$PID; PID=""; OFF_PORT=$PORT
-mv "$WORK/config.json" "$WORK/config-off.json"
+mkdir -p "$WORK/off"
+cp -r "$WORK/policy" "$WORK/secrets" "$WORK/config.json" "$WORK/off/"
+OFF_PORT=$PORT
+LOG_LEVEL=warning "$BIN" serve --config "$WORK/off/config.json" >> "$WORK/off/server.log" 2>&1 &
+SECOND_PID=$!
+for _ in $(seq 600); do curl -sf -o /dev/null "http://127.0.0.1:$OFF_PORT/healthz" && break; sleep 0.1; done
+curl -sf -o /dev/null "http://127.0.0.1:$OFF_PORT/healthz" || { tail -n 20 "$WORK/off/server.log" >&2; exit 1; }
 config 0.5
 LOG_LEVEL=warning start_server "$BIN"
 ON_PORT=$PORT
 
-run() { # port path connections -> "rps p50 p99"
-  wrk -t2 -c"$3" -d"${DURATION}s" --latency -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$1$2" > "$WORK/wrk.txt"
+run() { # port path connections token -> "rps p50 p99"
+  wrk -t"$([ "$3" -ge 2 ] && echo 2 || echo 1)" -c"$3" -d"${DURATION}s" --latency -H "Authorization: Bearer $4" "http://127.0.0.1:$1$2" > "$WORK/wrk.txt"
   grep -q "Non-2xx" "$WORK/wrk.txt" && { echo "non-2xx responses for $2" >&2; cat "$WORK/wrk.txt" >&2; exit 1; }
   echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="50%" {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt")"
 }
@@ -73,12 +83,12 @@ for port in "$ON_PORT" "$OFF_PORT"; do wrk -t1 -c4 -d1s -H "Authorization: Beare
 for round in $(seq "$ROUNDS"); do
   for mode in local cache-on cache-off; do
     case $mode in
-      local) port=$ON_PORT; path="/?role=local" ;;
-      cache-on) port=$ON_PORT; path="/" ;;
-      cache-off) port=$OFF_PORT; path="/" ;;
+      local) port=$ON_PORT; path="/?role=local"; token=$LOCAL_TOKEN ;;
+      cache-on) port=$ON_PORT; path="/"; token=$TOKEN ;;
+      cache-off) port=$OFF_PORT; path="/"; token=$TOKEN ;;
     esac
-    read -r RPS _ _ < <(run "$port" "$path" "$CONNECTIONS")
-    read -r _ P50 P99 < <(run "$port" "$path" 1)
+    read -r RPS _ _ < <(run "$port" "$path" "$CONNECTIONS" "$token")
+    read -r _ P50 P99 < <(run "$port" "$path" 1 "$token")
     echo "$round $mode $RPS $P50 $P99" >> "$WORK/rounds.txt"
   done
 done
