@@ -336,6 +336,7 @@ def test_a_rotated_key_file_is_reloaded(standin):
         while "config reloaded" not in s.output():
             assert time.monotonic() < deadline, s.output()
             time.sleep(0.2)
+        assert re.search(r"config\.upstream_key_files=\S*secrets/ak,\S*secrets/sk", s.output()), s.output()
         assert vend(s, "oscar")[0] == 200
         assert standin.requests[-1]["AccessKeyId"] == "LTAI5tRotated"
         assert "rotatedSecret" not in s.output()

@@ -70,12 +70,13 @@ public final class ConfigReloader: Service, Sendable {
                 "config.file": "\(next.config.path)", "config.keys": "\(changes.needRestart.joined(separator: ","))",
             ])
         }
-        let nothingApplies = changes.applied.isEmpty && changes.policyFiles.isEmpty
+        let nothingApplies = changes.applied.isEmpty && changes.policyFiles.isEmpty && changes.upstreamKeyFiles.isEmpty
         if nothingApplies && !changes.needRestart.isEmpty { return }  // the warning said it all
         logger.info(nothingApplies ? "config reloaded, nothing changed" : "config reloaded", metadata: [
             "reload.reason": "\(reason)",
             "config.changed": "\(changes.applied.isEmpty ? "-" : changes.applied.joined(separator: ","))",
             "config.policy_files": "\(changes.policyFiles.isEmpty ? "-" : changes.policyFiles.joined(separator: ","))",
+            "config.upstream_key_files": "\(changes.upstreamKeyFiles.isEmpty ? "-" : changes.upstreamKeyFiles.joined(separator: ","))",
             "policy.roles": "\(next.roleNames.joined(separator: ","))",
         ])
     }

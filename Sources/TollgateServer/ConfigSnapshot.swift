@@ -205,15 +205,24 @@ public struct ConfigChanges: Sendable, Equatable {
     public var needRestart: [String] = []
     /// Policy files whose content changed (new files come with a change to `Roles` or `PolicyFile`).
     public var policyFiles: [String] = []
+    /// Upstream key files whose content changed (rotated keys; never their content).
+    public var upstreamKeyFiles: [String] = []
 
-    public var isEmpty: Bool { applied.isEmpty && needRestart.isEmpty && policyFiles.isEmpty }
+    public var isEmpty: Bool { applied.isEmpty && needRestart.isEmpty && policyFiles.isEmpty && upstreamKeyFiles.isEmpty }
 
     public init(from running: ConfigSnapshot, to next: ConfigSnapshot) {
-        let restartOnly = Set(TollgateConfig.restartOnlyKeys.map(\.key))
+        var restartOnly = Set(TollgateConfig.restartOnlyKeys.map(\.key))
+        // Under AssumeRoleArn these are the upstream's keys, which apply on reload.
+        if running.config.upstream.assumeRoleArn && next.config.upstream.assumeRoleArn {
+            restartOnly.subtract(["AccessKeyID", "AccessKeySecret"])
+        }
         for key in next.config.changedKeys(since: running.config) {
             if restartOnly.contains(key) { needRestart.append(key) } else { applied.append(key) }
         }
         policyFiles = Set(next.config.roles.values).filter { file in
+            running.contents[file] != nil && running.contents[file] != next.contents[file]
+        }.sorted()
+        upstreamKeyFiles = Set(next.config.upstream.keyFiles).filter { file in
             running.contents[file] != nil && running.contents[file] != next.contents[file]
         }.sorted()
     }
