@@ -42,7 +42,9 @@ private enum WireDateFormat {
 
 private let throttled = #"{"RequestId":"r","Code":"Throttling.User","Message":"Request was denied due to user flow control."}"#
 
-private func vendor(_ upstream: ScriptedUpstream, timeout: Int = 2000, share: Double = 0.5) -> UpstreamVendor {
+/// The deadline is generous: the whole suite runs in parallel on two cores, and a starved task
+/// must not turn a retry test into a timeout.
+private func vendor(_ upstream: ScriptedUpstream, timeout: Int = 60_000, share: Double = 0.5) -> UpstreamVendor {
     let settings = UpstreamSettings(
         name: "aliyun", kind: .aliyunSTS, endpoint: UpstreamEndpoint("http://127.0.0.1:9")!, region: nil,
         keys: UpstreamKeys(accessKeyID: "LTAI", accessKeySecret: "secret"), keySource: "test", timeoutMilliseconds: timeout,
@@ -103,7 +105,7 @@ private let key = CredentialCache.Key(upstream: "aliyun", role: "r", subject: "a
 
 @Test func aSlowUpstreamIsAbandonedAtTheDeadline() async throws {
     // The scripted transport ignores the deadline; the vendor's timeout comes from the error.
-    let upstream = ScriptedUpstream([(200, credentials("STS.late"), .seconds(5))])
+    let upstream = ScriptedUpstream([(200, credentials("STS.late"), .seconds(30))])
     let slow: UpstreamTransport = { request, deadline in
         try await withThrowingTaskGroup(of: (status: Int, body: [UInt8]).self) { group in
             group.addTask { try await upstream.transport(request, deadline) }
@@ -116,12 +118,12 @@ private let key = CredentialCache.Key(upstream: "aliyun", role: "r", subject: "a
         }
     }
     let settings = vendor(upstream, timeout: 300).settings
-    let started = ContinuousClock.now
+    // (No wall-clock bound here: the parallel suite can starve a task for many seconds. Had the
+    // deadline not been kept, the upstream's answer would have come, and no failure.)
     do {
         _ = try await UpstreamVendor(settings, transport: slow).vend(parameters, key: key, now: { Date() })
         Issue.record("expected a timeout")
     } catch {
         #expect(error.kind == .timeout && error.httpStatus == 504)
     }
-    #expect(ContinuousClock.now - started < .seconds(2))
 }
