@@ -224,6 +224,33 @@ def test_metrics_and_audit_per_upstream(server, standin):
     assert record["access_key_id"] == standin.minted[-1]["AccessKeyId"]
 
 
+def test_every_upstream_metric_is_exported(standin):
+    """Every `tollgate_upstream_…` metric the sources declare (test_metrics.py's rule, for the
+    metrics that exist per configured upstream), after traffic that moves each one."""
+    from test_metrics import declared_metric_names
+    s = upstream_server(standin.url).start()
+    try:
+        assert vend(s, "quinn")[0] == 200 and vend(s, "quinn")[0] == 200   # fetched, then reused
+        standin.mode = "throttle_once"
+        assert vend(s, "rita")[0] == 200                                      # an error, a retry
+        standin.mode = "ok"
+        assert vend(s, "rita", team="*")[0] == 200                            # (the claim is not in the policy)
+        result = s.cli("token", "revoke", "--config", str(s.config_path), "--subject", "sam")
+        assert result.returncode == 0, result.stderr
+        deadline = time.monotonic() + 10
+        while vend(s, "sam")[0] != 403:                                       # a refusal
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+        _, _, text = get_json(s.url + "/metrics")
+        names = sorted(name for name in declared_metric_names() if name.startswith("tollgate_upstream_"))
+        assert len(names) == 5, names
+        assert [name for name in names if f"# TYPE {name} " not in text] == [], text
+        assert 'tollgate_upstream_errors_total{upstream="aliyun",code="Throttling.User"} 1' in text \
+            or 'tollgate_upstream_errors_total{code="Throttling.User",upstream="aliyun"} 1' in text, text
+    finally:
+        s.cleanup()
+
+
 def test_no_secret_reaches_the_log(server, standin):
     vend(server, "heidi")
     output = server.output()

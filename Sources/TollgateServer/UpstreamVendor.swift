@@ -188,34 +188,42 @@ final class UpstreamMetrics: Sendable {
     static let durationLabel = "tollgate_upstream_request_duration_seconds"
 
     let upstream: String
-    private let counters: InstrumentCache<[String], Counter>
-    private let timers: InstrumentCache<String, Timer>
+    private let credentials: InstrumentCache<String, Counter>
+    private let durations: InstrumentCache<String, Timer>
+    private let retryCounts: InstrumentCache<String, Counter>
+    private let refusalCounts: InstrumentCache<String, Counter>
+    private let errorCounts: InstrumentCache<String, Counter>
     private let seenCodes = Mutex<Set<String>>([])
 
     init(upstream: String) {
         self.upstream = upstream
-        counters = InstrumentCache { key in
-            Counter(label: key[0], dimensions: [("upstream", upstream)] + stride(from: 1, to: key.count - 1, by: 2).map { (key[$0], key[$0 + 1]) })
+        credentials = InstrumentCache { source in
+            Counter(label: "tollgate_upstream_credentials_total", dimensions: [("upstream", upstream), ("source", source)])
         }
-        timers = InstrumentCache { label in
-            Timer(label: label, dimensions: [("upstream", upstream)], preferredDisplayUnit: .seconds)
+        durations = InstrumentCache { _ in
+            Timer(label: UpstreamMetrics.durationLabel, dimensions: [("upstream", upstream)], preferredDisplayUnit: .seconds)
+        }
+        retryCounts = InstrumentCache { _ in Counter(label: "tollgate_upstream_retries_total", dimensions: [("upstream", upstream)]) }
+        refusalCounts = InstrumentCache { reason in
+            Counter(label: "tollgate_upstream_refusals_total", dimensions: [("upstream", upstream), ("reason", reason)])
+        }
+        errorCounts = InstrumentCache { code in
+            Counter(label: "tollgate_upstream_errors_total", dimensions: [("upstream", upstream), ("code", code)])
         }
     }
 
     /// `tollgate_upstream_credentials_total{upstream, source="upstream"}`.
-    var fetched: Counter { counters[["tollgate_upstream_credentials_total", "source", "upstream"]] }
+    var fetched: Counter { credentials["upstream"] }
     /// `tollgate_upstream_credentials_total{upstream, source="cache"}`.
-    var reused: Counter { counters[["tollgate_upstream_credentials_total", "source", "cache"]] }
+    var reused: Counter { credentials["cache"] }
     /// `tollgate_upstream_request_duration_seconds{upstream}`: each attempt, answered or not.
-    var duration: Timer { timers[Self.durationLabel] }
+    var duration: Timer { durations[""] }
     /// `tollgate_upstream_retries_total{upstream}`.
-    var retries: Counter { counters[["tollgate_upstream_retries_total"]] }
+    var retries: Counter { retryCounts[""] }
 
     /// `tollgate_upstream_refusals_total{upstream, reason}`: requests refused before any call
     /// (`revoked`, `policy_too_large`, `policy_variable`) and after one (`upstream_error`).
-    func refusals(_ reason: String) -> Counter {
-        counters[["tollgate_upstream_refusals_total", "reason", reason]]
-    }
+    func refusals(_ reason: String) -> Counter { refusalCounts[reason] }
 
     /// `tollgate_upstream_errors_total{upstream, code}`.
     func errors(_ code: String) -> Counter {
@@ -225,6 +233,6 @@ final class UpstreamMetrics: Sendable {
             seen.insert(code)
             return code
         }
-        return counters[["tollgate_upstream_errors_total", "code", label]]
+        return errorCounts[label]
     }
 }
