@@ -147,6 +147,7 @@ if Context.environment["TOLLGATE_FUZZ"] != nil {
         ("FuzzChunked", ["FuzzSupport", "TollgateSignature"]),
         ("FuzzToken", ["TollgateToken", "TollgateCrypto"]),
         ("FuzzXML", ["TollgateXML"]),
+        ("FuzzUpstream", ["TollgateUpstream", "TollgatePolicy"]),
         // The gateway's connection: NIO's decoder, HTTP1Codec, GatewayFastPath (internal types,
         // so TollgateServer is built for testing in fuzz builds only).
         ("FuzzHTTP1", ["TollgateServer", "TollgateStore", .product(name: "NIOEmbedded", package: "swift-nio")]),

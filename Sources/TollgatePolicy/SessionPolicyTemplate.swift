@@ -61,6 +61,10 @@ public struct SessionPolicyTemplate: Sendable, Equatable {
             throw PolicyLoadError(diagnostics: [PolicyDiagnostic(file: file, at: map.position(ofParsedOffset: error.offset),
                                                                  "invalid JSON: \(error.message)")])
         }
+        guard case .object = root.node else {
+            throw PolicyLoadError(diagnostics: [PolicyDiagnostic(file: file, at: root.position,
+                                                                 "a policy must be a JSON object, found \(root.kindName)")])
+        }
         var writer = Writer()
         writer.value(root, context: .document)
         writer.flush()
