@@ -177,16 +177,34 @@ def test_local_roles_and_upstream_roles_mix(server, standin):
     assert status == 200, body
     assert json.loads(body)["SecurityToken"].startswith("TG1.")
     assert standin.requests == []
-    # The STS API has no credentials of Tollgate's for a role an upstream vends.
-    form = urllib.parse.urlencode({"Action": "AssumeRoleWithWebIdentity", "Version": "2011-06-15", "RoleSessionName": "alice",
-                                   "RoleArn": "arn:aws:iam::000000000000:role/photos", "WebIdentityToken": login("alice")})
-    request = urllib.request.Request(server.url + "/", data=form.encode(),
-                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=10)
-    assert refused.value.code == 400
-    assert b"<Code>ValidationError</Code>" in refused.value.read()
-    assert standin.requests == []
+
+
+def test_aws_sdks_get_the_upstreams_credentials_through_assume_role_with_web_identity(server, standin):
+    """boto3's AssumeRoleWithWebIdentity on Tollgate's STS API, for a role the stand-in vends:
+    the upstream's credentials, with the policy rendered for the caller, as the JSON endpoint."""
+    sts = boto3.client("sts", endpoint_url=server.url, region_name="us-east-1", aws_access_key_id="unused",
+                       aws_secret_access_key="unused")
+    answer = sts.assume_role_with_web_identity(RoleArn="arn:aws:iam::000000000000:role/photos", RoleSessionName="tina-phone",
+                                               WebIdentityToken=login("tina"))
+    credentials = answer["Credentials"]
+    minted = standin.minted[-1]
+    assert credentials["AccessKeyId"] == minted["AccessKeyId"]
+    assert credentials["SecretAccessKey"] == minted["AccessKeySecret"]
+    assert credentials["SessionToken"] == minted["SecurityToken"]
+    assert credentials["Expiration"].strftime("%Y-%m-%dT%H:%M:%SZ") == minted["Expiration"]
+    assert answer["SubjectFromWebIdentityToken"] == "tina"
+    assert standin.requests[-1]["Policy"] == ALICE_POLICY.replace("alice", "tina")
+    assert standin.requests[-1]["RoleSessionName"] == "tina"
+    # The same user on the JSON endpoint gets the same credentials from the reuse cache.
+    assert json.loads(vend(server, "tina")[2])["AccessKeyId"] == minted["AccessKeyId"]
+    assert len(standin.requests) == 1
+    # An inline policy cannot narrow what the upstream gets: refused, nothing sent.
+    with pytest.raises(Exception) as refused:
+        sts.assume_role_with_web_identity(RoleArn="arn:aws:iam::000000000000:role/photos", RoleSessionName="uma-phone",
+                                          WebIdentityToken=login("uma"),
+                                          Policy='{"Version":"1","Statement":[{"Effect":"Allow","Action":"oss:GetObject","Resource":"*"}]}')
+    assert "ValidationError" in str(refused.value)
+    assert len(standin.requests) == 1
 
 
 def test_revoking_a_subject_stops_new_upstream_issuance(server, standin):

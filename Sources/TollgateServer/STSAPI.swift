@@ -96,7 +96,6 @@ struct STSAPI: Sendable {
             throw Failure(400, "ValidationError", "WebIdentityToken is required.")
         }
         let role = try Self.roleName(parameters.fields["RoleArn"], known: roles)
-        try Self.refuseUpstreamRole(role, controller: controller)
         let sessionName = try Self.sessionName(parameters.fields["RoleSessionName"])
         let sessionPolicy = try Self.sessionPolicy(parameters.fields["Policy"])
         let now = controller.clock()
@@ -108,6 +107,10 @@ struct STSAPI: Sendable {
             } catch {
                 throw Failure(429, "Throttling", "Rate exceeded")
             }
+        }
+        if let route = controller.upstreams?.route(decision.role) {
+            return try await upstreamWebIdentity(route, decision, sessionPolicy: sessionPolicy, context: context, controller: controller,
+                                                 now: now, requestID: requestID)
         }
         let issued = try controller.tokens.issue(subject: decision.subject, role: decision.role, sessionName: sessionName,
                                                  sessionPolicy: sessionPolicy, claims: decision.claims,
@@ -122,6 +125,38 @@ struct STSAPI: Sendable {
             result.element("Provider", decision.issuer)
         }
         return Self.finish(xml, requestID: requestID)
+    }
+
+    /// `AssumeRoleWithWebIdentity` for a role an upstream STS vends: the upstream's credentials,
+    /// exactly as the JSON endpoint gets them (the session name and policy Tollgate renders for
+    /// the caller, reuse, revocation), in STS's XML. The upstream's own `AssumedRoleUser` is not
+    /// known here and is left out; an inline `Policy` is refused (the rendered role policy is
+    /// the session policy the upstream receives).
+    func upstreamWebIdentity(_ route: (role: UpstreamRole, vendor: UpstreamVendor), _ decision: TokenController.Decision,
+                             sessionPolicy: String?, context: TollgateRequestContext, controller: TokenController, now: Date,
+                             requestID: String) async throws -> Response {
+        guard sessionPolicy == nil else {
+            throw Failure(400, "ValidationError",
+                          "The role \(decision.role) is vended by the upstream STS \(route.role.upstream), which receives the role's own policy: Policy is not accepted.")
+        }
+        switch await controller.upstreamCredentials(route, decision, context: context, now: now, via: "AssumeRoleWithWebIdentity") {
+        case .refused(let status, let code, let message, _):
+            throw Failure(status, code, message)
+        case .vended(let credentials, _):
+            var xml = Self.document("AssumeRoleWithWebIdentityResponse")
+            xml.element("AssumeRoleWithWebIdentityResult") { result in
+                result.element("SubjectFromWebIdentityToken", decision.subject ?? "")
+                result.element("Audience", decision.audience)
+                result.element("Credentials") { element in
+                    element.element("AccessKeyId", credentials.accessKeyId)
+                    element.element("SecretAccessKey", credentials.accessKeySecret)
+                    element.element("SessionToken", credentials.securityToken)
+                    element.element("Expiration", WireDate.iso8601(credentials.expiration))
+                }
+                result.element("Provider", decision.issuer)
+            }
+            return Self.finish(xml, requestID: requestID)
+        }
     }
 
     func assumeRole(_ parameters: TokenController.Parameters, request: Request, context: TollgateRequestContext,
@@ -196,11 +231,12 @@ struct STSAPI: Sendable {
         return name
     }
 
-    /// A role an upstream STS vends has no credentials of Tollgate's to give here.
+    /// `AssumeRole` (root credentials, no app user) has no caller to render a role policy for:
+    /// a role an upstream STS vends is refused there.
     static func refuseUpstreamRole(_ role: String, controller: TokenController) throws(Failure) {
         guard let route = controller.upstreams?.route(role) else { return }
         throw Failure(400, "ValidationError",
-                      "The role \(role) is vended by the upstream STS \(route.role.upstream): ask the token endpoint (GET /) for its credentials.")
+                      "The role \(role) is vended by the upstream STS \(route.role.upstream): ask for it with AssumeRoleWithWebIdentity or the token endpoint (GET /).")
     }
 
     /// RoleSessionName: 2 to 64 of `[\w+=,.@-]`, as AWS requires.

@@ -13,21 +13,51 @@ import TollgateUpstream
 /// rendered for that caller and sent as `AssumeRole`'s session policy, and the upstream's
 /// credentials are answered in the same JSON, field for field.
 extension TokenController {
+    /// What an upstream vend came to.
+    enum UpstreamOutcome {
+        case vended(UpstreamCredentials, upstream: String)
+        /// A refusal in the token endpoint's terms, before the upstream was asked or from its answer.
+        case refused(status: Int, code: String, message: String, retryAfter: Bool)
+    }
+
+    /// The token endpoint's answer for a role an upstream vends: the upstream's credentials in
+    /// the endpoint's JSON, or its refusal in the same shape.
     func vendUpstream(_ route: (role: UpstreamRole, vendor: UpstreamVendor), _ decision: Decision, inline: Bool,
                       context: TollgateRequestContext, now: Date) async -> Response {
-        let vendor = route.vendor
-        let settings = vendor.settings
-        func refuse(_ status: Int, _ code: String, _ message: String, reason: String, retryAfter: Bool = false) -> Response {
-            vendor.metrics.refusals(reason).increment()
+        switch await upstreamCredentials(route, decision, context: context, now: now, via: "json") {
+        case .vended(let credentials, _):
+            var json = JSONObjectWriter(capacity: 1024)
+            json.add("StatusCode", 200)
+            json.add("AccessKeyId", credentials.accessKeyId)
+            json.add("AccessKeySecret", credentials.accessKeySecret)
+            json.add("SecurityToken", credentials.securityToken)
+            json.add("Expiration", WireDate.iso8601(credentials.expiration))
+            return TokenJSON.response(.ok, json.finish())
+        case .refused(let status, let code, let message, let retryAfter):
             metrics.refusals[code].increment()
             RefusalLog.shared.log(context.logger, .info, "token refused", kind: code, key: context.clientAddress, now: now, metadata: [
                 "token.refusal": .string(code), "token.reason": .string(message), "token.subject": .string(decision.subject ?? "-"),
-                "token.role": .string(decision.role), "token.upstream": .string(settings.name), "client.address": .string(context.clientAddress),
+                "token.role": .string(decision.role), "token.upstream": .string(route.vendor.settings.name),
+                "client.address": .string(context.clientAddress),
             ])
             var response = TokenJSON.response(inline ? .ok : HTTPResponse.Status(code: status),
                                               TokenJSON.error(status: status, code: code, message: message))
             if retryAfter { response.headers[.retryAfter] = "1" }
             return response
+        }
+    }
+
+    /// Credentials of the upstream for this decision (the token endpoint and the STS API's
+    /// `AssumeRoleWithWebIdentity` both come here): revocation, the session policy rendered for
+    /// the caller, reuse or a call; on success the audit record, the log line and the counters.
+    /// A refusal is counted by upstream here, and answered (logged, counted) by the caller.
+    func upstreamCredentials(_ route: (role: UpstreamRole, vendor: UpstreamVendor), _ decision: Decision,
+                             context: TollgateRequestContext, now: Date, via: String) async -> UpstreamOutcome {
+        let vendor = route.vendor
+        let settings = vendor.settings
+        func refuse(_ status: Int, _ code: String, _ message: String, reason: String) -> UpstreamOutcome {
+            vendor.metrics.refusals(reason).increment()
+            return .refused(status: status, code: code, message: message, retryAfter: false)
         }
 
         // Tollgate cannot revoke what the upstream minted; it can stop minting for a subject.
@@ -77,7 +107,6 @@ extension TokenController {
             }
         } catch {
             vendor.metrics.refusals("upstream_error").increment()
-            metrics.refusals[error.code].increment()
             // One line per upstream and code a window: an outage refuses every request alike.
             RefusalLog.shared.log(context.logger, .warning, "upstream refused", kind: "upstream " + error.code, key: settings.name,
                                   now: now, metadata: [
@@ -86,10 +115,7 @@ extension TokenController {
                 "token.subject": .string(decision.subject ?? "-"), "token.role": .string(decision.role),
                 "client.address": .string(context.clientAddress),
             ])
-            var response = TokenJSON.response(inline ? .ok : HTTPResponse.Status(code: error.httpStatus),
-                                              TokenJSON.error(status: error.httpStatus, code: error.code, message: error.message))
-            if error.kind == .throttled { response.headers[.retryAfter] = "1" }
-            return response
+            return .refused(status: error.httpStatus, code: error.code, message: error.message, retryAfter: error.kind == .throttled)
         }
 
         let credentials = vended.credentials
@@ -99,21 +125,16 @@ extension TokenController {
         context.logger.info("token issued", metadata: [
             "token.subject": .string(decision.subject ?? "-"), "token.issuer": .string(decision.issuer ?? "-"),
             "token.role": .string(decision.role), "token.access_key_id": .string(credentials.accessKeyId),
-            "token.expiration": .string(expiration), "token.via": "json", "token.upstream": .string(settings.name),
+            "token.expiration": .string(expiration), "token.via": .string(via), "token.upstream": .string(settings.name),
             "token.reused": .string(vended.reused ? "true" : "false"), "client.address": .string(context.clientAddress),
         ])
         audit?.record(TokenAuditEntry(
             time: WireDate.iso8601(now), subject: decision.subject, issuer: decision.issuer, role: decision.role,
-            accessKeyId: credentials.accessKeyId, expiration: expiration, via: "json", clientAddress: context.clientAddress,
+            accessKeyId: credentials.accessKeyId, expiration: expiration, via: via, clientAddress: context.clientAddress,
             upstream: settings.name))
-        var json = JSONObjectWriter(capacity: 1024)
-        json.add("StatusCode", 200)
-        json.add("AccessKeyId", credentials.accessKeyId)
-        json.add("AccessKeySecret", credentials.accessKeySecret)
-        json.add("SecurityToken", credentials.securityToken)
-        json.add("Expiration", expiration)
-        return TokenJSON.response(.ok, json.finish())
+        return .vended(credentials, upstream: settings.name)
     }
+
 
     /// A `Subject` revocation of `subject` still kept (until its `KeptUntil`).
     func upstreamRevocation(subject: String?, now: Date) -> Revocation? {
