@@ -55,7 +55,13 @@ class Wire:
         self.sock.close()
 
     def send(self, data: bytes):
-        self.sock.sendall(data)
+        """Sends `data`; a server that has closed the connection (after an answer that ends it,
+        while the rest of a pipelined stream is still on its way) takes no more, which is not
+        an error of the client's."""
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def _fill(self) -> bool:
         if self.eof:
