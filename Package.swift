@@ -60,22 +60,43 @@ let package = Package(
             dependencies: ["TollgateCrypto", "TollgateDates", "TollgatePolicy", "TollgateSignature", "TollgateXML"],
             swiftSettings: swiftSettings
         ),
-        // Object store: the protocol-free `ObjectStore` seam; files + SQLite metadata, and an in-memory twin.
+        // The store as a product boundary: only the protocol-free `ObjectStore` protocol, its values,
+        // errors and capabilities (and what every implementation shares: names, ranges, listing walks,
+        // multipart rules). Each store is a module of its own; the server sees them through the factory.
         .target(
             name: "TollgateStore",
+            dependencies: ["TollgateCrypto", "TollgateCORS", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        // The embedded store: object files + SQLite metadata in the data directory.
+        .target(
+            name: "TollgateLocalStore",
             dependencies: [
-                "TollgateCrypto", "TollgateCORS", "CLinux",
+                "TollgateStore", "TollgateCrypto", "TollgateCORS", "CLinux",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
+        // The in-memory twin the gateway tests run on.
+        .target(
+            name: "TollgateMemoryStore",
+            dependencies: ["TollgateStore", "TollgateCrypto", "TollgateCORS", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        // The one place that constructs a concrete store: from the config's `Storage` section.
+        .target(
+            name: "TollgateStorage",
+            dependencies: ["TollgateStore", "TollgateLocalStore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
         // The HTTP layer: token endpoint and object gateway.
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream",
+                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
+                "TollgateStorage", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -96,7 +117,7 @@ let package = Package(
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer", "TollgateStore", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream",
+                "TollgateServer", "TollgateStore", "TollgateStorage", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
@@ -122,11 +143,15 @@ let package = Package(
         .testTarget(name: "TollgateXMLTests", dependencies: ["TollgateXML"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateUpstreamTests", dependencies: ["TollgateUpstream", "TollgatePolicy", "TollgateSignature", "TollgateCrypto", "TollgateDates"],
                     swiftSettings: swiftSettings),
-        .testTarget(name: "TollgateStoreTests", dependencies: ["TollgateStore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TollgateStoreTests",
+            dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateStorage", "TollgateSignature"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TollgateServerTests",
             dependencies: [
-                "TollgateServer", "TollgateDates",
+                "TollgateServer", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],

@@ -150,22 +150,3 @@ func pinnedHTTPServer(_ http1: HTTP1Channel.Configuration, certificates: TLSCert
                                       largestRead: largestRead, beforeResponder: beforeResponder)
     }
 }
-
-/// Opens the embedded store in the data directory (running crash recovery). A full disk is
-/// logged when writes start failing and when they succeed
-/// again, not on every refused request.
-public func openStore(config: TollgateConfig, logger: Logger) throws -> LocalObjectStore {
-    let store = try LocalObjectStore(configuration: .init(
-        directory: (config.dataDirectory as NSString).appendingPathComponent("store"),
-        maxUploadsPerBucket: config.maxMultipartUploadsPerBucket,
-        storageFullChanged: { full, detail in
-            if full {
-                logger.error("storage full: writes refused with 507 XMinioStorageFull until space is freed", metadata: ["store.error": "\(detail)"])
-            } else {
-                logger.notice("storage writable again")
-            }
-        }
-    ))
-    logger.info("object store opened", metadata: ["store.directory": "\(config.dataDirectory)/store", "store.recovery": "\(store.recovery)"])
-    return store
-}

@@ -1,6 +1,7 @@
 import Foundation
 import TollgateIdentity
 import TollgatePolicy
+import TollgateStorage
 import TollgateStore
 
 /// A configuration problem. Start-up prints `description` as one line and exits with code 2.
@@ -112,6 +113,8 @@ public struct TollgateConfig: Sendable {
     public var trustedProxies = TrustedProxies.none
     /// `CORS`: rules for browser apps on the gateway and the token endpoint (none by default).
     public var cors = CORSSettings()
+    /// `Storage`: where objects are stored (the data directory by default).
+    public var storage = StorageSettings.local
     /// The top-level members as written, to tell which keys an edit changed.
     public var members: [String: JSONValue] = [:]
     /// `Upstreams`, the roles they vend, and `AssumeRoleArn` (see UpstreamConfig.swift).

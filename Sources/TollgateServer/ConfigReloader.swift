@@ -12,7 +12,7 @@ import TollgateStore
 /// upload limit follows it.
 public final class ConfigReloader: Service, Sendable {
     let live: LiveConfig
-    let store: LocalObjectStore
+    let store: any ObjectStore
     let logger: Logger
     let interval: Duration
     let environment: [String: String]
@@ -21,7 +21,7 @@ public final class ConfigReloader: Service, Sendable {
     /// when any of them reads differently.
     private let seen: Mutex<[String: Data?]>
 
-    public init(live: LiveConfig, store: LocalObjectStore, logger: Logger, interval: Duration = .seconds(1),
+    public init(live: LiveConfig, store: any ObjectStore, logger: Logger, interval: Duration = .seconds(1),
                 environment: [String: String] = ProcessInfo.processInfo.environment,
                 clock: @escaping @Sendable () -> Date = { Date() }) {
         self.live = live

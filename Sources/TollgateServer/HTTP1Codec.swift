@@ -31,7 +31,7 @@ import Glibc
 /// It also sends files with `sendfile(2)`: the kernel passes cached file pages to the socket, and
 /// a large GET's body is never copied through the server's memory (it then costs what it costs
 /// nginx). Hummingbird's body writer takes only `ByteBuffer`s, so a responder that has a
-/// `FileSpan` triggers ``SendFile`` on the channel instead, after the response head (and any
+/// store's `ZeroCopyRegion` triggers ``SendFile`` on the channel instead, after the response head (and any
 /// earlier body parts) went through the body writer. Writes from the body writer and user events
 /// reach the pipeline in the order they were made (both are handed to the channel's event loop in
 /// order), so the span lands between the parts written before and after it: the codec frames it
@@ -81,7 +81,7 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The outbound user event: send these bytes of this file as the next body part.
     struct SendFile: Sendable {
-        let span: FileSpan
+        let span: ZeroCopyRegion
     }
 
     /// What the response to a request may carry, by the request's method.

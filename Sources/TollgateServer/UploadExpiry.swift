@@ -8,12 +8,12 @@ import TollgateStore
 /// at start-up, then every `min(expiry, 1 hour)` until shutdown. The expiry is read from the
 /// configuration in force, so a reload that shortens it applies within a second.
 public struct UploadExpiry: Service {
-    let store: LocalObjectStore
+    let store: any ObjectStore
     let live: LiveConfig
     let logger: Logger
     let clock: @Sendable () -> Date
 
-    public init(store: LocalObjectStore, live: LiveConfig, logger: Logger, clock: @escaping @Sendable () -> Date = { Date() }) {
+    public init(store: any ObjectStore, live: LiveConfig, logger: Logger, clock: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
         self.live = live
         self.logger = logger
@@ -40,7 +40,7 @@ public struct UploadExpiry: Service {
         let expirySeconds = expirySeconds
         let cutoff = clock().addingTimeInterval(-Double(expirySeconds))
         do {
-            let aborted = try await store.abortUploads(initiatedBefore: cutoff)
+            let aborted = try await store.expireUploads(initiatedBefore: cutoff)
             if aborted > 0 {
                 logger.info("expired multipart uploads aborted", metadata: ["upload.count": "\(aborted)", "upload.expiry_seconds": "\(expirySeconds)"])
             }

@@ -3,10 +3,10 @@ import TollgateCrypto
 
 /// Byte-string helpers for listing. Keys compare by their UTF-8 bytes (S3 order), exactly as
 /// SQLite compares the BLOB column.
-enum KeyBytes {
+package enum KeyBytes {
     /// The smallest byte string greater than every string that starts with `prefix`, or nil
     /// when there is none (empty prefix, or all 0xFF).
-    static func successor(_ prefix: [UInt8]) -> [UInt8]? {
+    package static func successor(_ prefix: [UInt8]) -> [UInt8]? {
         var bytes = prefix
         while let last = bytes.last {
             if last < 0xFF {
@@ -20,7 +20,7 @@ enum KeyBytes {
 
     /// The common prefix `key` rolls up into: `prefix` + everything up to and including the
     /// first `delimiter` after it; nil when the key contains no delimiter after the prefix.
-    static func rollup(_ key: [UInt8], prefix: [UInt8], delimiter: [UInt8]) -> [UInt8]? {
+    package static func rollup(_ key: [UInt8], prefix: [UInt8], delimiter: [UInt8]) -> [UInt8]? {
         guard !delimiter.isEmpty, key.count >= prefix.count + delimiter.count else { return nil }
         var i = prefix.count
         while i + delimiter.count <= key.count {
@@ -32,19 +32,24 @@ enum KeyBytes {
         return nil
     }
 
-    static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool { a.lexicographicallyPrecedes(b) }
+    package static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool { a.lexicographicallyPrecedes(b) }
 
-    static func string(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+    package static func string(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 }
 
 /// Where a listing resumes: keys `>= bound` (inclusive) or `> bound`.
-struct ListCursor {
-    var bound: [UInt8]
-    var inclusive: Bool
+package struct ListCursor {
+    package var bound: [UInt8]
+    package var inclusive: Bool
+
+    package init(bound: [UInt8], inclusive: Bool) {
+        self.bound = bound
+        self.inclusive = inclusive
+    }
 
     /// The cursor for a marker / start-after / decoded continuation token. A marker that is
     /// itself a common prefix (the last item of a delimited page) resumes past every key under it.
-    static func start(prefix: [UInt8], delimiter: [UInt8]?, after: [UInt8]?) -> ListCursor {
+    package static func start(prefix: [UInt8], delimiter: [UInt8]?, after: [UInt8]?) -> ListCursor {
         guard let after, !KeyBytes.less(after, prefix) else { return ListCursor(bound: prefix, inclusive: true) }
         if let delimiter, KeyBytes.rollup(after, prefix: prefix, delimiter: delimiter) == after {
             if let next = KeyBytes.successor(after) { return ListCursor(bound: next, inclusive: true) }
@@ -53,7 +58,7 @@ struct ListCursor {
     }
 
     /// True when `key` is at or past the cursor.
-    func admits(_ key: [UInt8]) -> Bool {
+    package func admits(_ key: [UInt8]) -> Bool {
         inclusive ? !KeyBytes.less(key, bound) : KeyBytes.less(bound, key)
     }
 }
@@ -62,20 +67,20 @@ struct ListCursor {
 /// primary key, a sorted array). When a key rolls up into a common prefix, the walk seeks again
 /// at the prefix's successor, so a prefix holding any number of keys costs one seek. Common
 /// prefixes count against max-keys, as in S3.
-struct ListWalk {
+package struct ListWalk {
     /// The next key and a way to make its summary (only called for keys that do not roll up,
     /// before the next call), or nil at the end.
-    typealias Next = () throws -> (key: [UInt8], summary: () throws -> ObjectSummary)?
+    package typealias Next = () throws -> (key: [UInt8], summary: () throws -> ObjectSummary)?
 
-    let prefix: [UInt8]
-    let delimiter: [UInt8]?
-    let start: ListCursor
+    package let prefix: [UInt8]
+    package let delimiter: [UInt8]?
+    package let start: ListCursor
     /// Keys are below this bound (the prefix's successor), when there is one.
-    let upper: [UInt8]?
+    package let upper: [UInt8]?
     /// 0...1000.
-    let maxKeys: Int
+    package let maxKeys: Int
 
-    init(_ query: ListQuery) throws(StoreError) {
+    package init(_ query: ListQuery) throws(StoreError) {
         maxKeys = Swift.max(0, Swift.min(query.maxKeys, 1000))
         prefix = Array(query.prefix.utf8)
         delimiter = query.delimiter.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
@@ -92,7 +97,7 @@ struct ListWalk {
 
     /// Walks the page. `seek(cursor, limit)` yields, in byte order, at most `limit` keys from
     /// `cursor` and below `upper`.
-    func run(_ seek: (ListCursor, Int) throws -> Next) throws -> ListResult {
+    package func run(_ seek: (ListCursor, Int) throws -> Next) throws -> ListResult {
         var objects: [ObjectSummary] = []
         var prefixes: [String] = []
         var lastItem: [UInt8]?

@@ -1,21 +1,21 @@
 import NIOCore
 
-/// An object's bytes as an async sequence of `ByteBuffer`s, whatever the store behind it.
+/// An object's bytes as an async sequence of `ByteBuffer`, whatever the store behind it.
 ///
 /// A body is either already in memory (`init(_: ByteBuffer)`: a small object, a cached one, the
 /// in-memory store), which the gateway sends with the response head in one write and which
 /// costs no allocation beyond the buffer; or any sequence a store supplies (`init(_:)` with a
 /// sequence: a remote store's response), type-erased here so that handlers never see a store's
-/// own types; or a range of a local file (the local store's larger reads), which iterates as
-/// bytes read in chunks and also offers itself as `fileSegments`, for a sender that can pass
-/// file pages to the kernel instead of copying them through memory.
+/// own types; or a body that also offers itself for zero-copy sending (`init(_: ZeroCopyBody)`,
+/// the local store's larger reads, when `StoreCapabilities.zeroCopyReads`): it iterates as bytes
+/// read in chunks, and a sender that can pass file pages to the kernel uses `zeroCopy` instead.
 public struct ObjectBody: AsyncSequence, Sendable {
     public typealias Element = ByteBuffer
 
     private enum Source: Sendable {
         case memory(ByteBuffer)
         case stream(@Sendable () -> () async throws -> ByteBuffer?)
-        case file(FileChunks, FileSegments)
+        case zeroCopy(ZeroCopyBody)
     }
 
     private let source: Source
@@ -33,14 +33,14 @@ public struct ObjectBody: AsyncSequence, Sendable {
         }
     }
 
-    /// A range of a local file, iterated as `chunks` or sent as `segments`.
-    init(chunks: FileChunks, segments: FileSegments) {
-        source = .file(chunks, segments)
+    /// A body that can also be sent without copying its bytes through memory.
+    public init(_ zeroCopy: ZeroCopyBody) {
+        source = .zeroCopy(zeroCopy)
     }
 
-    /// The body as segments of a local file, when it is one.
-    public var fileSegments: FileSegments? {
-        if case .file(_, let segments) = source { return segments }
+    /// The body as pieces a sender can pass to the kernel, when the store offers that.
+    public var zeroCopy: ZeroCopyBody? {
+        if case .zeroCopy(let body) = source { return body }
         return nil
     }
 
@@ -62,9 +62,8 @@ public struct ObjectBody: AsyncSequence, Sendable {
             return AsyncIterator(buffer: buffer.readableBytes > 0 ? buffer : nil, next: nil)
         case .stream(let make):
             return AsyncIterator(buffer: nil, next: make())
-        case .file(let chunks, _):
-            var iterator = chunks.makeAsyncIterator()
-            return AsyncIterator(buffer: nil, next: { try await iterator.next() })
+        case .zeroCopy(let body):
+            return AsyncIterator(buffer: nil, next: body.makeBytes())
         }
     }
 
@@ -77,5 +76,62 @@ public struct ObjectBody: AsyncSequence, Sendable {
             defer { buffer = nil }
             return buffer
         }
+    }
+}
+
+/// A range of an open file whose pages were in the page cache when the store checked: a sender
+/// can pass it to the kernel (`sendfile`) without reading it, and without the kernel waiting on
+/// the disk. The descriptor stays open as long as the region exists (its `owner` holds it).
+public struct ZeroCopyRegion: Sendable {
+    /// The open descriptor, valid while this region exists; positional use only (no seeking).
+    public let descriptor: Int32
+    public let range: Range<Int64>
+    private let owner: any Sendable
+
+    public init(descriptor: Int32, range: Range<Int64>, keepingOpen owner: any Sendable) {
+        self.descriptor = descriptor
+        self.range = range
+        self.owner = owner
+    }
+}
+
+/// One piece of a zero-copy body: a region of cached pages to send as is, or bytes (read from the
+/// disk because they were not cached: reading them is what caches them).
+public enum ZeroCopyPiece: Sendable {
+    case region(ZeroCopyRegion)
+    case bytes(ByteBuffer)
+}
+
+/// A body a store offers for zero-copy sending (`StoreCapabilities.zeroCopyReads`): its pieces,
+/// and `whole`, the entire body as one region of cached pages when it is one, which a sender
+/// can pass to the kernel at once without waiting on anything.
+public struct ZeroCopyBody: AsyncSequence, Sendable {
+    public typealias Element = ZeroCopyPiece
+
+    public let whole: ZeroCopyRegion?
+    private let makePieces: @Sendable () -> () async throws -> ZeroCopyPiece?
+    fileprivate let makeBytes: @Sendable () -> () async throws -> ByteBuffer?
+
+    /// `pieces` and `bytes` are the same body, as pieces to send and as bytes to iterate.
+    public init<Pieces: AsyncSequence & Sendable, Bytes: AsyncSequence & Sendable>(whole: ZeroCopyRegion?, pieces: Pieces, bytes: Bytes)
+    where Pieces.Element == ZeroCopyPiece, Bytes.Element == ByteBuffer {
+        self.whole = whole
+        makePieces = {
+            var iterator = pieces.makeAsyncIterator()
+            return { try await iterator.next() }
+        }
+        makeBytes = {
+            var iterator = bytes.makeAsyncIterator()
+            return { try await iterator.next() }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(next: makePieces())
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let next: () async throws -> ZeroCopyPiece?
+        public mutating func next() async throws -> ZeroCopyPiece? { try await next() }
     }
 }

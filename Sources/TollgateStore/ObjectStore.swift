@@ -6,9 +6,26 @@ import TollgateCrypto
 /// The storage behind the object gateway, in the store's own terms: errors are `StoreError`
 /// domain cases (the gateway maps them to S3 / OSS errors), bodies are async sequences of
 /// `ByteBuffer` (`ObjectBody` on the way out), and no value names a file or a row.
-/// `LocalObjectStore` (files + SQLite) is the embedded implementation, `MemoryObjectStore` the
-/// in-memory twin tests use; a remote S3-compatible backend would conform the same way.
+/// Implementations live in modules of their own (the local store, files + SQLite; the in-memory
+/// twin tests use; the S3 store over an S3-compatible cluster), all held to the same conformance
+/// suite; the server gets one from `TollgateStorage`'s factory and never names one.
 public protocol ObjectStore: Sendable {
+    // MARK: Lifecycle
+    /// What this store can do; handlers consult it instead of assuming.
+    var capabilities: StoreCapabilities { get }
+    /// Makes the store ready to serve (the factory calls it once, before anything else): a
+    /// remote store checks that its backend answers and creates what it keeps there.
+    func open() async throws
+    /// Whether the store can serve now (a remote store: whether its backend answers).
+    func health() async -> StoreHealth
+    /// Releases what the store holds (files, connections); nothing may be called after.
+    func close() async throws
+    /// Aborts the multipart uploads initiated before `cutoff`, deleting their parts; returns how
+    /// many. Runs in the background (`UploadExpiry`), at most once at a time.
+    func expireUploads(initiatedBefore cutoff: Date) async throws -> Int
+    /// Changes the number of in-progress uploads a bucket may hold, for uploads created from now on.
+    func setMaxUploadsPerBucket(_ limit: Int)
+
     // MARK: Buckets
     func listBuckets() async throws -> [BucketInfo]
     /// Throws `bucketExists` when it exists (single tenant), `invalidBucketName`.
@@ -17,6 +34,9 @@ public protocol ObjectStore: Sendable {
     func headBucket(_ name: String) async throws -> BucketInfo
     /// Replaces an object's tags, nothing else: same version, ETag and modification time.
     func setObjectTags(bucket: String, key: String, tags: [String: String]) async throws
+    /// The object's tags, fetched on demand (GetObjectTagging); `ObjectInfo` carries only their
+    /// count, which is all a GET or HEAD answers with.
+    func objectTags(bucket: String, key: String) async throws -> [String: String]
     /// What the bucket holds: objects, bytes, unfinished uploads and their parts.
     func bucketStats(_ name: String) async throws -> BucketStats
     /// Throws `bucketNotEmpty` while objects exist; aborts the multipart uploads still in
@@ -64,9 +84,9 @@ public protocol ObjectStore: Sendable {
     func deleteObject(bucket: String, key: String) async throws
     func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult]
     /// Server-side copy. The copy's metadata and tags are resolved against the source version
-    /// that is copied (`CopyMetadata`), never against one read earlier. `options.checkSource`
-    /// sees that version first (x-amz-copy-source-if-* headers); `options.preconditions` apply
-    /// to the target.
+    /// that is copied (`CopyMetadata`), never against one read earlier. `options.sourceConditions`
+    /// are checked against that version first (x-amz-copy-source-if-* headers:
+    /// `copySourceConditionFailed`); `options.preconditions` apply to the target.
     func copyObject(
         from source: ObjectLocation, to target: ObjectLocation, metadata: CopyMetadata, options: CopyOptions
     ) async throws -> ObjectInfo
@@ -105,6 +125,103 @@ public protocol ObjectStore: Sendable {
 }
 
 // MARK: - Values
+
+/// What a store can do, for the handlers that would otherwise assume it.
+public struct StoreCapabilities: Sendable, Equatable {
+    /// Which kind of store: `local`, `memory`, `s3` (logs, `/healthz`).
+    public var backend: String
+    /// OSS AppendObject.
+    public var appends: Bool
+    /// S3 additional checksums (`x-amz-checksum-*`) are kept with objects and parts.
+    public var storesChecksums: Bool
+    /// OSS's CRC-64 is kept with objects and parts.
+    public var storesCRC64: Bool
+    /// Object versions (ListObjectVersions with real ids). No store has them yet: every object is
+    /// its one version, `null`.
+    public var versions: Bool
+    /// The smallest part, but the last, that the backend itself accepts in a multipart upload;
+    /// the gateway's own minimum per dialect applies on top (`CompleteOptions.minimumPartSize`).
+    public var minimumPartSize: Int64
+    /// Reads of larger objects offer `ObjectBody.zeroCopy` (regions of open files, for sendfile).
+    public var zeroCopyReads: Bool
+    /// `readAtOnce` and `infoInMemory` may answer (the store keeps objects or rows at hand).
+    public var readsAtOnce: Bool
+
+    public init(backend: String, appends: Bool, storesChecksums: Bool, storesCRC64: Bool, versions: Bool = false,
+                minimumPartSize: Int64, zeroCopyReads: Bool, readsAtOnce: Bool) {
+        self.backend = backend
+        self.appends = appends
+        self.storesChecksums = storesChecksums
+        self.storesCRC64 = storesCRC64
+        self.versions = versions
+        self.minimumPartSize = minimumPartSize
+        self.zeroCopyReads = zeroCopyReads
+        self.readsAtOnce = readsAtOnce
+    }
+}
+
+/// Whether a store can serve now (`ObjectStore.health`).
+public enum StoreHealth: Sendable, Equatable {
+    case ok
+    /// The backend does not answer; `reason` is for logs (never a secret).
+    case unreachable(reason: String)
+
+    /// `ok` or `unreachable`, as `/healthz` says it.
+    public var word: String {
+        switch self {
+        case .ok: "ok"
+        case .unreachable: "unreachable"
+        }
+    }
+}
+
+/// A copy's conditions on its source (`x-amz-copy-source-if-*`, `x-oss-copy-source-if-*`), as
+/// data: the store checks them against the version it copies (a remote store also hands them to
+/// its backend, so the version checked is the version copied).
+public struct CopySourceConditions: Sendable, Equatable {
+    public enum Condition: String, Sendable, Equatable {
+        case ifMatch = "match", ifNoneMatch = "none-match", ifModifiedSince = "modified-since", ifUnmodifiedSince = "unmodified-since"
+    }
+
+    public var ifMatch: String?
+    public var ifNoneMatch: String?
+    /// HTTP dates, compared with the source's modification time in whole seconds.
+    public var ifModifiedSince: Date?
+    public var ifUnmodifiedSince: Date?
+
+    public init(ifMatch: String? = nil, ifNoneMatch: String? = nil, ifModifiedSince: Date? = nil, ifUnmodifiedSince: Date? = nil) {
+        self.ifMatch = ifMatch
+        self.ifNoneMatch = ifNoneMatch
+        self.ifModifiedSince = ifModifiedSince
+        self.ifUnmodifiedSince = ifUnmodifiedSince
+    }
+
+    public static let none = CopySourceConditions()
+
+    public var isEmpty: Bool { self == .none }
+
+    /// The first condition `source` fails, as S3 orders them: a match beats an unmodified-since,
+    /// a none-match beats a modified-since. Nil when it passes.
+    public func failed(by source: ObjectInfo) -> Condition? {
+        let modified = source.lastModifiedSeconds
+        if let ifMatch {
+            if !ETag.matches(ifMatch, source.etag) { return .ifMatch }
+        } else if let ifUnmodifiedSince, modified > ifUnmodifiedSince {
+            return .ifUnmodifiedSince
+        }
+        if let ifNoneMatch {
+            if ETag.matches(ifNoneMatch, source.etag) { return .ifNoneMatch }
+        } else if let ifModifiedSince, modified <= ifModifiedSince {
+            return .ifModifiedSince
+        }
+        return nil
+    }
+
+    /// Throws `copySourceConditionFailed` unless `source` passes.
+    public func check(_ source: ObjectInfo) throws(StoreError) {
+        if let condition = failed(by: source) { throw .copySourceConditionFailed(condition) }
+    }
+}
 
 public struct BucketStats: Sendable, Equatable {
     public var objectCount: Int64
@@ -245,9 +362,10 @@ public struct ObjectInfo: Sendable, Equatable {
         let metadata: ObjectMetadata
         let isAppendable: Bool
         let checksums: ObjectChecksums
+        let tagCount: Int
 
         init(bucket: String, key: String, size: Int64, etag: String, lastModified: Date, metadata: ObjectMetadata, isAppendable: Bool,
-             checksums: ObjectChecksums) {
+             checksums: ObjectChecksums, tagCount: Int) {
             self.bucket = bucket
             self.key = key
             self.size = size
@@ -256,6 +374,7 @@ public struct ObjectInfo: Sendable, Equatable {
             self.metadata = metadata
             self.isAppendable = isAppendable
             self.checksums = checksums
+            self.tagCount = tagCount
         }
     }
 
@@ -271,18 +390,23 @@ public struct ObjectInfo: Sendable, Equatable {
     public var metadata: ObjectMetadata { fields.metadata }
     public var isAppendable: Bool { fields.isAppendable }
     public var checksums: ObjectChecksums { fields.checksums }
+    /// How many tags the object has (`x-amz-tagging-count`); the tags themselves come from
+    /// `ObjectStore.objectTags`. A store that keeps them in its rows also has them in
+    /// `metadata.tags`; one that does not leaves that empty.
+    public var tagCount: Int { fields.tagCount }
 
+    /// `tagCount` nil: the count of `metadata.tags`.
     public init(bucket: String, key: String, size: Int64, etag: String, lastModified: Date, metadata: ObjectMetadata, isAppendable: Bool,
-                checksums: ObjectChecksums = .none) {
+                checksums: ObjectChecksums = .none, tagCount: Int? = nil) {
         fields = Fields(bucket: bucket, key: key, size: size, etag: etag, lastModified: lastModified, metadata: metadata,
-                        isAppendable: isAppendable, checksums: checksums)
+                        isAppendable: isAppendable, checksums: checksums, tagCount: tagCount ?? metadata.tags.count)
     }
 
     public static func == (lhs: ObjectInfo, rhs: ObjectInfo) -> Bool {
         lhs.fields === rhs.fields
             || (lhs.bucket == rhs.bucket && lhs.key == rhs.key && lhs.size == rhs.size && lhs.etag == rhs.etag
                 && lhs.lastModified == rhs.lastModified && lhs.metadata == rhs.metadata && lhs.isAppendable == rhs.isAppendable
-                && lhs.checksums == rhs.checksums)
+                && lhs.checksums == rhs.checksums && lhs.tagCount == rhs.tagCount)
     }
 
     /// OSS `x-oss-next-append-position` for appendable objects.
@@ -363,6 +487,15 @@ public struct WritePreconditions: Sendable, Equatable {
 
 public struct WriteOptions: Sendable {
     public var preconditions: WritePreconditions
+    /// The body's length in bytes, when the client announced it (`Content-Length`, or the decoded
+    /// length of an aws-chunked body); the body then has exactly that many bytes. A remote store
+    /// sends it with its request (and without it, streams the body chunked).
+    public var contentLength: Int64?
+    /// Checksums of the body known before it streams (a checksum header the client sent, which
+    /// the producer verifies as the bytes pass and refuses the body at its end if it differs):
+    /// a remote store sends them with the body rather than after it. What `bodyChecksums`
+    /// returns at the end includes them.
+    public var statedChecksums: ObjectChecksums
     /// The checksums of the body, asked once the body has ended and before the commit: the
     /// producer of the body (the gateway, which verifies what clients send as the bytes stream
     /// through) knows them only then. Nil: none are stored.
@@ -374,9 +507,11 @@ public struct WriteOptions: Sendable {
     /// hashed with MD5 twice.
     public var expectedMD5: [UInt8]?
 
-    public init(preconditions: WritePreconditions = .none, bodyChecksums: (@Sendable () -> ObjectChecksums)? = nil,
-                expectedMD5: [UInt8]? = nil) {
+    public init(preconditions: WritePreconditions = .none, contentLength: Int64? = nil, statedChecksums: ObjectChecksums = .none,
+                bodyChecksums: (@Sendable () -> ObjectChecksums)? = nil, expectedMD5: [UInt8]? = nil) {
         self.preconditions = preconditions
+        self.contentLength = contentLength
+        self.statedChecksums = statedChecksums
         self.bodyChecksums = bodyChecksums
         self.expectedMD5 = expectedMD5
     }
@@ -430,14 +565,15 @@ public struct CopyMetadata: Sendable, Equatable {
     }
 }
 
-public struct CopyOptions: Sendable {
+public struct CopyOptions: Sendable, Equatable {
     /// Conditions on the target (If-None-Match: * …).
     public var preconditions: WritePreconditions
-    /// Sees the opened source before any byte is copied (x-amz-copy-source-if-*); throw to refuse.
-    public var checkSource: (@Sendable (ObjectInfo) throws -> Void)?
-    public init(preconditions: WritePreconditions = .none, checkSource: (@Sendable (ObjectInfo) throws -> Void)? = nil) {
+    /// Conditions on the source version copied (x-amz-copy-source-if-*), checked before any byte
+    /// is copied.
+    public var sourceConditions: CopySourceConditions
+    public init(preconditions: WritePreconditions = .none, sourceConditions: CopySourceConditions = .none) {
         self.preconditions = preconditions
-        self.checkSource = checkSource
+        self.sourceConditions = sourceConditions
     }
 }
 

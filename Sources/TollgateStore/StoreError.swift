@@ -3,8 +3,9 @@ import TollgateCrypto
 /// What went wrong in the object store, in the store's own terms: no protocol codes, statuses or
 /// messages (the gateway maps each case to the S3 / OSS error of the request's dialect).
 ///
-/// The refusals (`noSuchKey`, `preconditionFailed`, …) are answers about the request; the last
-/// four cases are failures of the store itself, whose detail is for logs, never for clients.
+/// The refusals (`noSuchKey`, `preconditionFailed`, …) are answers about the request; the
+/// backend cases say that a remote backend cannot serve now; the last four cases are failures of
+/// the store itself, whose detail is for logs, never for clients.
 public enum StoreError: Error, Sendable, Equatable {
     case noSuchBucket(bucket: String)
     case noSuchKey(bucket: String, key: String)
@@ -45,6 +46,21 @@ public enum StoreError: Error, Sendable, Equatable {
     case badDigest
     /// A part's checksum is of another algorithm than the one its upload was created with.
     case checksumAlgorithmMismatch(expected: ChecksumAlgorithm, actual: ChecksumAlgorithm)
+    /// A copy's source fails one of its conditions (`CopySourceConditions`).
+    case copySourceConditionFailed(CopySourceConditions.Condition)
+    /// The operation is beyond what this store's backend can do (`StoreCapabilities`); the
+    /// message names the limit.
+    case notSupported(String)
+
+    /// The backend cannot be reached or did not answer (refused or reset connections, a 5xx
+    /// other than SlowDown, or the store failing fast while its backend is down). Retrying later
+    /// may help: the gateway answers 503 ServiceUnavailable with `Retry-After`.
+    case backendUnavailable(String)
+    /// The backend did not answer in time (503 ServiceUnavailable with `Retry-After`).
+    case backendTimeout(String)
+    /// The backend asks its clients to slow down (its 503 SlowDown, or 429): 503 SlowDown with
+    /// `Retry-After` (the backend's, when it sent one).
+    case backendThrottled(retryAfterSeconds: Int?)
 
     /// The file system or the database is out of space or over quota (ENOSPC, EDQUOT,
     /// SQLITE_FULL). Nothing was written; retrying will not help until space is freed.

@@ -1,3 +1,4 @@
+import Foundation
 import TollgateCrypto
 
 /// Name rules. Keys never become file names, so these rules are about S3 compatibility, not
@@ -23,17 +24,17 @@ public enum StoreNames {
         return true
     }
 
-    static let maxKeyBytes = 1024
+    package static let maxKeyBytes = 1024
 
     /// Keys are any UTF-8 of 1...1024 bytes except NUL (which XML listings cannot carry).
-    static func validateKey(_ key: String) throws(StoreError) {
+    package static func validateKey(_ key: String) throws(StoreError) {
         let count = key.utf8.count
         if count == 0 { throw .emptyKey }
         if count > maxKeyBytes { throw .keyTooLong }
         if key.utf8.contains(0) { throw .keyContainsNUL }
     }
 
-    static func validateBucket(_ name: String) throws(StoreError) {
+    package static func validateBucket(_ name: String) throws(StoreError) {
         guard isValidBucketName(name) else { throw .invalidBucketName(bucket: name) }
     }
 }
@@ -92,7 +93,7 @@ public enum ByteRange: Sendable, Equatable {
 
 extension WritePreconditions {
     /// If-Match / If-None-Match against the current version (nil: none), at the commit.
-    func check(against current: ObjectInfo?) throws(StoreError) {
+    package func check(against current: ObjectInfo?) throws(StoreError) {
         if let ifMatch {
             guard let current, ETag.matches(ifMatch, current.etag) else { throw .preconditionFailed }
         }
@@ -104,7 +105,7 @@ extension WritePreconditions {
 
 extension ObjectInfo {
     /// Why an append at `position` to this object is refused, or nil when it may proceed.
-    func appendRefusal(position: Int64) -> StoreError? {
+    package func appendRefusal(position: Int64) -> StoreError? {
         if !isAppendable { return .objectNotAppendable }
         if size != position { return .positionNotEqualToLength(next: size) }
         return nil
@@ -112,15 +113,15 @@ extension ObjectInfo {
 }
 
 /// Multipart rules every store applies.
-enum MultipartRules {
-    static let maxPartNumber = 10_000
+package enum MultipartRules {
+    package static let maxPartNumber = 10_000
 
-    static func validatePartNumber(_ n: Int) throws(StoreError) {
+    package static func validatePartNumber(_ n: Int) throws(StoreError) {
         guard (1...maxPartNumber).contains(n) else { throw .invalidPartNumber(n) }
     }
 
     /// Checks a CompleteMultipartUpload part list on its own: not empty, valid numbers, ascending.
-    static func validate(_ parts: [CompletedPart]) throws(StoreError) {
+    package static func validate(_ parts: [CompletedPart]) throws(StoreError) {
         guard !parts.isEmpty else { throw .noPartsGiven }
         for part in parts { try validatePartNumber(part.partNumber) }
         for (a, b) in zip(parts, parts.dropFirst()) where b.partNumber <= a.partNumber { throw .invalidPartOrder }
@@ -128,7 +129,7 @@ enum MultipartRules {
 
     /// Picks the uploaded part for each completed part (`invalidPart` when missing or its ETag
     /// differs) and checks that every part but the last has `minimumPartSize` bytes.
-    static func choose<Part>(
+    package static func choose<Part>(
         _ parts: [CompletedPart], from uploaded: [Int: Part], info: (Part) -> PartInfo, minimumPartSize: Int64
     ) throws(StoreError) -> [Part] {
         var chosen: [Part] = []
@@ -148,7 +149,7 @@ enum MultipartRules {
 
     /// A part's checksum must be of its upload's algorithm (a part without one is accepted; the
     /// object then gets no checksum of that algorithm).
-    static func checkPartChecksum(_ checksums: ObjectChecksums, upload: MultipartUpload) throws(StoreError) {
+    package static func checkPartChecksum(_ checksums: ObjectChecksums, upload: MultipartUpload) throws(StoreError) {
         if let expected = upload.checksum?.algorithm, let actual = checksums.additional?.algorithm, actual != expected {
             throw .checksumAlgorithmMismatch(expected: expected, actual: actual)
         }
@@ -158,7 +159,7 @@ enum MultipartRules {
     /// has one (combined); the upload's checksum when every part has one of its algorithm
     /// (FULL_OBJECT: the CRCs combined; COMPOSITE: the digest of the parts' digests). Refuses
     /// (`checksumMismatch`) an expected checksum the parts do not give.
-    static func checksums(of parts: [PartInfo], upload: UploadChecksum?, expected: AdditionalChecksum?) throws -> ObjectChecksums {
+    package static func checksums(of parts: [PartInfo], upload: UploadChecksum?, expected: AdditionalChecksum?) throws -> ObjectChecksums {
         var result = ObjectChecksums()
         let crcs = parts.compactMap(\.checksums.crc64ecma)
         if crcs.count == parts.count, let first = crcs.first {
@@ -188,17 +189,17 @@ enum MultipartRules {
 
     /// Whether a CompleteMultipartUpload of an upload that is gone repeats the one that completed
     /// it: same bucket and key, a part list giving the same ETag, and that object still there.
-    static func isRetry(bucket: String, key: String, parts: [CompletedPart], completed: CompletedUploadRecord?, current: ObjectInfo?) -> Bool {
+    package static func isRetry(bucket: String, key: String, parts: [CompletedPart], completed: CompletedUploadRecord?, current: ObjectInfo?) -> Bool {
         guard let completed, completed.bucket == bucket, completed.key == key, let current, current.etag == completed.etag else { return false }
         return (try? etag(of: parts.map(\.etag))) == completed.etag
     }
 
-    static func etag(_ parts: [PartInfo]) throws -> String {
+    package static func etag(_ parts: [PartInfo]) throws -> String {
         try etag(of: parts.map(\.etag))
     }
 
     /// S3's multipart ETag: the MD5 of the parts' MD5s, then `-` and the number of parts.
-    static func etag(of partETags: [String]) throws -> String {
+    package static func etag(of partETags: [String]) throws -> String {
         let digest = try StreamingDigest(.md5)
         for partETag in partETags {
             guard let md5 = Hex.decode(ETag.normalize(partETag)) else { throw StoreError.corrupted("stored part ETag is not hex") }
@@ -210,12 +211,24 @@ enum MultipartRules {
 
 extension ETag {
     /// The quoted ETag of a body with this MD5.
-    static func quoted(md5: [UInt8]) -> String { "\"" + Hex.encode(md5) + "\"" }
+    package static func quoted(md5: [UInt8]) -> String { "\"" + Hex.encode(md5) + "\"" }
 }
 
 /// What the store remembers of a completed multipart upload, to answer its retries.
-struct CompletedUploadRecord: Sendable, Equatable {
-    let bucket: String
-    let key: String
-    let etag: String
+package struct CompletedUploadRecord: Sendable, Equatable {
+    package let bucket: String
+    package let key: String
+    package let etag: String
+
+    package init(bucket: String, key: String, etag: String) {
+        self.bucket = bucket
+        self.key = key
+        self.etag = etag
+    }
+}
+
+/// Millisecond timestamps, as the stores keep them.
+package enum Millis {
+    package static func from(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    package static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
 }

@@ -6,6 +6,7 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 import TollgateServer
+import TollgateStorage
 import TollgateStore
 
 struct ServeCommand: AsyncParsableCommand {
@@ -85,15 +86,15 @@ struct ServeCommand: AsyncParsableCommand {
         state.revocations = revocations
         let tokenAudit = TokenAuditLog(dataDirectory: config.dataDirectory, logger: logger)
         state.tokenAudit = tokenAudit
-        let store: LocalObjectStore
+        let store: any ObjectStore
         do {
-            store = try openStore(config: config, logger: logger)
+            store = try await StoreFactory.open(config.storage, dataDirectory: config.dataDirectory,
+                                                maxUploadsPerBucket: config.maxMultipartUploadsPerBucket, logger: logger)
         } catch {
             LogOutput.standardOutput.flush()
-            printError("tollgate: cannot open the object store in \(config.dataDirectory): \(error)")
+            printError("tollgate: cannot open the object store (\(config.storage.name)\(config.storage.backend == .local ? " in \(config.dataDirectory)" : "")): \(error)")
             throw ExitCode(2)
         }
-        defer { try? store.close() }
         await createRequiredBuckets(snapshot, store: store, logger: logger)
         let tokenApp = try buildTokenApplication(state: state, certificates: tokenCertificates, metrics: registry, logger: logger)
         let gatewayApp = try buildGatewayApplication(state: state, store: store, certificates: gatewayCertificates, logger: logger)
@@ -115,6 +116,12 @@ struct ServeCommand: AsyncParsableCommand {
                 logger: logger
             )
         )
-        try await group.run()
+        do {
+            try await group.run()
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        try? await store.close()
     }
 }

@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import Testing
 @testable import TollgateIdentity
+import TollgateLocalStore
+import TollgateMemoryStore
 import TollgateStore
 @testable import TollgateServer
 

@@ -11,7 +11,7 @@ import NIOHTTPTypesHTTP1
 import Synchronization
 import Testing
 @testable import TollgateServer
-@testable import TollgateStore
+import TollgateStore
 
 /// `HTTP1Codec` makes the very request NIO's codec makes of every target: origin form taken as
 /// it stands, anything else through NIO's conversion.
@@ -210,7 +210,7 @@ private final class CorkRecorder: ChannelOutboundHandler, Sendable {
     router.get("/span") { _, context in
         let channel = context.channel
         try await channel.eventLoop.submit { try channel.pipeline.syncOperations.addHandler(recorder, position: .first) }.get()
-        let span = FileSpan(file: FileDescriptor(open(path, O_RDONLY)), range: 0..<Int64(bytes.count))
+        let span = openRegion(path, count: bytes.count)
         return Response(status: .ok, headers: [.contentLength: String(bytes.count)], body: ResponseBody { writer in
             try await channel.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span))
             try await writer.finish(nil)
@@ -287,7 +287,7 @@ private final class WritabilityWatcher: ChannelInboundHandler {
         try channel.writeInbound(HTTPServerRequestPart.end(nil))
         while try channel.readInbound(as: HTTPRequestPart.self) != nil {}
         channel.write(HTTPResponsePart.head(HTTPResponse(status: .ok, headerFields: [.contentLength: String(bytes.count)])), promise: nil)
-        let span = FileSpan(file: FileDescriptor(open(path, O_RDONLY)), range: 0..<Int64(bytes.count))
+        let span = openRegion(path, count: bytes.count)
         let sent = channel.eventLoop.makePromise(of: Void.self)
         channel.pipeline.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span), promise: sent)
         channel.writeAndFlush(HTTPResponsePart.end(nil), promise: nil)
@@ -392,4 +392,15 @@ func theCodecEndsTheConnectionsThatMustEnd(_ exchange: Persistence) throws {
     #expect(bytes == exchange.wire)
     #expect(!channel.isActive == exchange.closes)
     _ = try? channel.finish()
+/// Closes its descriptor when the last region that holds it is gone (what the local store's open files do).
+final class OpenFile: Sendable {
+    let descriptor: Int32
+    init(_ path: String) { descriptor = open(path, O_RDONLY) }
+    deinit { close(descriptor) }
+}
+
+/// All of the file at `path` as a zero-copy region that keeps it open.
+func openRegion(_ path: String, count: Int) -> ZeroCopyRegion {
+    let file = OpenFile(path)
+    return ZeroCopyRegion(descriptor: file.descriptor, range: 0..<Int64(count), keepingOpen: file)
 }

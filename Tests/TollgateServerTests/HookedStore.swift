@@ -1,5 +1,7 @@
 import NIOCore
 import TollgateCORS
+import Foundation
+import TollgateMemoryStore
 import TollgateStore
 
 /// The in-memory store with hooks where a test needs one: `beforeCopy` runs at the start of
@@ -36,6 +38,13 @@ struct HookedStore: ObjectStore {
         return try await base.copyObject(from: source, to: target, metadata: metadata, options: options)
     }
 
+    var capabilities: StoreCapabilities { base.capabilities }
+    func open() async throws { try await base.open() }
+    func health() async -> StoreHealth { await base.health() }
+    func close() async throws { try await base.close() }
+    func expireUploads(initiatedBefore cutoff: Date) async throws -> Int { try await base.expireUploads(initiatedBefore: cutoff) }
+    func setMaxUploadsPerBucket(_ limit: Int) { base.setMaxUploadsPerBucket(limit) }
+    func objectTags(bucket: String, key: String) async throws -> [String: String] { try await base.objectTags(bucket: bucket, key: key) }
     func listBuckets() async throws -> [BucketInfo] { try await base.listBuckets() }
     func createBucket(_ name: String) async throws -> BucketInfo { try await base.createBucket(name) }
     func headBucket(_ name: String) async throws -> BucketInfo { try await base.headBucket(name) }

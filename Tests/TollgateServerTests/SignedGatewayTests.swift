@@ -11,6 +11,8 @@ import Testing
 import TollgateCORS
 import TollgateCrypto
 import TollgateSignature
+import TollgateLocalStore
+import TollgateMemoryStore
 import TollgateStore
 import TollgateToken
 @testable import TollgateServer
@@ -733,7 +735,7 @@ private final class FastPathChannel: Sendable {
     final class Recorder: ChannelOutboundHandler, @unchecked Sendable {
         // @unchecked: touched on the channel's event loop only.
         typealias OutboundIn = HTTPResponsePart
-        var spans: [FileSpan] = []
+        var spans: [ZeroCopyRegion] = []
         var reads = 0
         func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
             guard let send = event as? HTTP1Codec.SendFile else { return context.triggerUserOutboundEvent(event, promise: promise) }

@@ -1,4 +1,5 @@
 import HTTPTypes
+import NIOCore
 import Testing
 import TollgateStore
 @testable import TollgateServer
@@ -37,6 +38,12 @@ let storeErrorRenderings: [(StoreError, Int, String, String)] = [
     (.io("open: /secret/path: Permission denied"), 500, "InternalError", "We encountered an internal error. Please try again."),
     (.database("database: /secret/meta.sqlite is locked"), 500, "InternalError", "We encountered an internal error. Please try again."),
     (.corrupted("/secret/objects/ab/cd/x shorter"), 500, "InternalError", "We encountered an internal error. Please try again."),
+    (.copySourceConditionFailed(.ifMatch), 412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold"),
+    (.notSupported("appendable objects (the backend has none)"), 501, "NotImplemented",
+     "A header or operation you provided implies functionality that is not implemented: appendable objects (the backend has none)"),
+    (.backendUnavailable("connect to 10.0.0.9:7480 (secret): refused"), 503, "ServiceUnavailable", "The storage backend is unavailable. Please retry."),
+    (.backendTimeout("no answer from 10.0.0.9:7480 (secret) in 30 s"), 503, "ServiceUnavailable", "The storage backend is unavailable. Please retry."),
+    (.backendThrottled(retryAfterSeconds: 7), 503, "SlowDown", "Please reduce your request rate."),
 ]
 
 @Test("store errors render as the S3 / OSS error the store used to carry", arguments: storeErrorRenderings)
@@ -61,4 +68,27 @@ func storeErrorRendering(error: StoreError, status: Int, code: String, message: 
     #expect(append.headers[HTTPField.Name("x-oss-next-append-position")!] == "7")
     let bucket = Gateway.gatewayError(StoreError.bucketExists(bucket: "b"), dialect: .s3, bucket: "b", key: nil)
     #expect(bucket.details.map(\.0) == ["BucketName"])
+    // The copy's failing condition, named in the caller's dialect.
+    for (dialect, name) in [(Dialect.s3, "x-amz-copy-source-if-none-match"), (.oss, "x-oss-copy-source-if-none-match")] {
+        let copy = Gateway.gatewayError(StoreError.copySourceConditionFailed(.ifNoneMatch), dialect: dialect, bucket: "b", key: "k")
+        #expect(copy.details.map(\.0) == ["Condition"] && copy.details.map(\.1) == [name])
+    }
+}
+
+/// A backend that cannot serve is a 503 with Retry-After in both dialects, never a 500: every
+/// SDK retries a 503, after the time it says.
+@Test func backendFailuresAre503WithRetryAfter() {
+    for dialect in [Dialect.s3, .oss] {
+        for error in [StoreError.backendUnavailable("refused"), .backendTimeout("slow")] {
+            let rendered = Gateway.gatewayError(error, dialect: dialect, bucket: "b", key: "k")
+            #expect(rendered.status == .serviceUnavailable && rendered.headers[.retryAfter] == "2")
+            let answer = rendered.rendered(dialect: dialect, requestID: "r", resource: "/b/k", isHead: false)
+            #expect(answer.headers[.retryAfter] == "2")
+            #expect(String(buffer: answer.body!).contains("<Code>ServiceUnavailable</Code>"))
+        }
+        let throttled = Gateway.gatewayError(StoreError.backendThrottled(retryAfterSeconds: 7), dialect: dialect, bucket: "b", key: "k")
+        #expect(throttled.status == .serviceUnavailable && throttled.code == "SlowDown" && throttled.headers[.retryAfter] == "7")
+        let unsaid = Gateway.gatewayError(StoreError.backendThrottled(retryAfterSeconds: nil), dialect: dialect, bucket: "b", key: "k")
+        #expect(unsaid.headers[.retryAfter] == "2")
+    }
 }

@@ -2,6 +2,8 @@ import Foundation
 import Hummingbird
 import Logging
 import Synchronization
+import TollgateLocalStore
+import TollgateMemoryStore
 import TollgateStore
 @testable import TollgateServer
 

@@ -3,6 +3,8 @@ import NIOCore
 import Testing
 import TollgateCrypto
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 @Suite struct AppendTests {
     func append(_ store: LocalObjectStore, _ key: String, at position: Int64, _ content: String, metadata: ObjectMetadata = ObjectMetadata()) async throws -> ObjectInfo {
@@ -141,10 +143,10 @@ import TollgateCrypto
         let copy = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "single"), metadata: .source, options: CopyOptions())
         #expect(copy.etag == (try quotedMD5(Array("abcd".utf8))))
 
-        struct SourceChanged: Error {}
-        await #expect(throws: SourceChanged.self) {
-            _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "x"), metadata: .source, options: CopyOptions(checkSource: { _ in throw SourceChanged() }))
-        }
+        #expect(await storeError {
+            _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "x"), metadata: .source,
+                                           options: CopyOptions(sourceConditions: .init(ifMatch: copy.etag)))
+        } == .copySourceConditionFailed(.ifMatch))
         #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "b-b", key: "single"), metadata: .source, options: CopyOptions(preconditions: .init(ifNoneMatch: "*"))) } == .preconditionFailed)
         #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "b-b", key: "missing"), to: .init(bucket: "b-b", key: "x"), metadata: .source, options: CopyOptions()) } == .noSuchKey(bucket: "b-b", key: "missing"))
         #expect(await storeError { _ = try await store.copyObject(from: .init(bucket: "b-b", key: "mp"), to: .init(bucket: "nope", key: "x"), metadata: .source, options: CopyOptions()) } == .noSuchBucket(bucket: "nope"))

@@ -3,6 +3,8 @@ import NIOCore
 import Synchronization
 import Testing
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 /// The one blocking-I/O policy: object data is written on the store's own thread pool (never
 /// on the Swift concurrency pool), and no more calls wait on the disk at once than it has threads.

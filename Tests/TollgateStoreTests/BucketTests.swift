@@ -4,6 +4,8 @@ import NIOCore
 import Testing
 import TollgateCORS
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 @Suite struct BucketTests {
     @Test(arguments: ["abc", "my-bucket", "my.bucket.name", "a1-b2.c3", "123", String(repeating: "a", count: 63)])

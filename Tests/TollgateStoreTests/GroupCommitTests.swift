@@ -2,6 +2,8 @@ import Foundation
 import GRDB
 import Testing
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 /// `GroupCommit`: writes that wait for a busy writer share one transaction (one WAL sync),
 /// and each caller still sees only its own write's outcome.

@@ -3,6 +3,8 @@ import GRDB
 import NIOCore
 import Testing
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 /// Keys chosen for byte-order edge cases: '-' (0x2D) and '.' (0x2E) sort before '/' (0x2F);
 /// upper case before lower; 'ｚ' (U+FF5A, EF BD 9A) before '😀' (U+1F600, F0 9F 98 80) in UTF-8

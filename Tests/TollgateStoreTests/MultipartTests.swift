@@ -3,6 +3,8 @@ import NIOCore
 import Testing
 import TollgateCrypto
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 @Suite struct MultipartTests {
     static let mib = 1024 * 1024

@@ -2,6 +2,8 @@ import Foundation
 import NIOCore
 import Testing
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 /// The in-memory cache of object rows must never answer with a row a write has replaced.
 @Suite struct ObjectCacheTests {
@@ -134,7 +136,7 @@ import Testing
 
     /// The bytes a read at once hands over as one span of its file.
     func spanBytes(_ read: ObjectRead) throws -> [UInt8] {
-        let span = try #require(read.body.fileSegments?.cachedWhole)
+        let span = try #require(read.body.zeroCopy?.whole)
         var bytes = [UInt8](repeating: 0, count: span.range.count)
         #expect(pread(span.descriptor, &bytes, bytes.count, off_t(span.range.lowerBound)) == bytes.count)
         return bytes
@@ -237,7 +239,7 @@ import Testing
             StoredObject(info: ObjectInfo(bucket: "b", key: key, size: 100_000, etag: "\"e\"", lastModified: modified, metadata: ObjectMetadata(),
                                           isAppendable: false), fileID: "id-" + key)
         }
-        func devNull() -> TollgateStore.FileDescriptor { TollgateStore.FileDescriptor(open("/dev/null", O_RDONLY)) }
+        func devNull() -> TollgateLocalStore.FileDescriptor { TollgateLocalStore.FileDescriptor(open("/dev/null", O_RDONLY)) }
         // Not kept for a row the cache does not hold, nor after a write ended since the lookup.
         cache.keepOpen(devNull(), of: row("a"), generation: cache.get(bucket: "b", key: "a").generation)
         #expect(cache.openFiles == 0)

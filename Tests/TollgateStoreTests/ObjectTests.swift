@@ -5,6 +5,8 @@ import Synchronization
 import Testing
 import TollgateCrypto
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 @Suite struct ObjectTests {
     @Test func putGetRoundTripWithKnownETags() async throws {
@@ -198,9 +200,9 @@ import TollgateCrypto
             let read = try await store.getObject(bucket: "bkt", key: "k", range: range)
             var result: [(cached: Bool, range: Range<Int64>, bytes: String)] = []
             var offset = read.range.lowerBound
-            for try await segment in try #require(read.body.fileSegments) {
+            for try await segment in try #require(read.body.zeroCopy) {
                 switch segment {
-                case .cached(let span):
+                case .region(let span):
                     var bytes = [UInt8](repeating: 0, count: span.range.count)
                     #expect(pread(span.descriptor, &bytes, bytes.count, off_t(span.range.lowerBound)) == bytes.count)
                     result.append((true, span.range, String(decoding: bytes, as: UTF8.self)))

@@ -4,6 +4,8 @@ import NIOCore
 import Synchronization
 import Testing
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 /// A switchable write failure for the store's fault-injection seam, and a record of the
 /// storage-full changes the store reported.

@@ -2,6 +2,8 @@ import Foundation
 import NIOCore
 import TollgateCrypto
 @testable import TollgateStore
+@testable import TollgateLocalStore
+@testable import TollgateMemoryStore
 
 /// A fresh directory per test: `<root>/data` is the store's data directory; `<root>` itself
 /// must hold nothing else, which lets tests prove that no file escapes the data directory.

@@ -172,7 +172,7 @@ struct Gateway: HTTPResponder, Sendable {
     /// one span of cached file pages that the connection sends with sendfile.
     struct WholeAnswer: Sendable {
         var rendered: Rendered
-        var span: FileSpan? = nil
+        var span: ZeroCopyRegion? = nil
     }
 
     /// A GET or HEAD at the fast path (`GatewayFastPath`), by the same steps as `answer`:
@@ -241,7 +241,7 @@ struct Gateway: HTTPResponder, Sendable {
     func wholeAnswer(_ call: Call, read: ObjectRead) throws(GatewayError) -> WholeAnswer? {
         let rendered = try objectAnswer(call, read: read)
         if rendered.status == .notModified || read.body.isInMemory { return WholeAnswer(rendered: rendered) }
-        guard sendsFiles, let span = read.body.fileSegments?.cachedWhole else { return nil }
+        guard sendsFiles, let span = read.body.zeroCopy?.whole else { return nil }
         metrics.bytesSent(call.dialect).increment(by: Int64(span.range.count))
         return WholeAnswer(rendered: rendered, span: span)
     }
@@ -590,6 +590,8 @@ struct Gateway: HTTPResponder, Sendable {
             rendered.headers[.ossNextAppendPosition] = String(next)
         case .badDigest where dialect == .oss:
             rendered.code = "InvalidDigest"
+        case .copySourceConditionFailed(let condition):
+            rendered.details = [("Condition", copySourceConditionPrefix(dialect) + condition.rawValue)]
         default: break
         }
         return rendered

@@ -162,9 +162,24 @@ extension GatewayError {
             // MinIO's code and status (507, which SDKs do not retry), which S3 tools built for MinIO already know.
             self.init(status: 507, "XMinioStorageFull",
                       "The server's storage is full. Delete objects to make room; retrying will not help until space is freed.")
+        case .copySourceConditionFailed:
+            self.init(status: 412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+        case .notSupported(let limit):
+            self.init(status: 501, "NotImplemented", "A header or operation you provided implies functionality that is not implemented: \(limit)")
+        // A backend that cannot serve now: 503, which every SDK retries, with Retry-After.
+        case .backendUnavailable, .backendTimeout:
+            self.init(status: 503, "ServiceUnavailable", "The storage backend is unavailable. Please retry.")
+            headers[.retryAfter] = String(Self.backendRetryAfterSeconds)
+        case .backendThrottled(let seconds):
+            self.init(status: 503, "SlowDown", "Please reduce your request rate.")
+            headers[.retryAfter] = String(seconds ?? Self.backendRetryAfterSeconds)
         case .io, .database, .corrupted: self.init(status: 500, "InternalError", "We encountered an internal error. Please try again.")
         }
     }
+
+    /// `Retry-After` of a 503 for a backend that cannot serve: about how long the S3 store's
+    /// circuit stays open before it tries the backend again.
+    static let backendRetryAfterSeconds = 2
 
     private init(status: Int, _ code: String, _ message: String) {
         self.init(HTTPResponse.Status(code: status), code, message)

@@ -88,7 +88,7 @@ extension Gateway {
         let part = try await store.uploadPartCopy(
             bucket: bucket, key: key, uploadID: uploadID, partNumber: try Self.partNumber(raw),
             source: ObjectLocation(bucket: sourceBucket, key: sourceKey), range: range,
-            options: CopyOptions(checkSource: copySourceConditions(call))
+            options: CopyOptions(sourceConditions: copySourceConditions(call))
         )
         var xml = document(call, root: "CopyPartResult")
         xml.element("LastModified", WireDate.iso8601(part.lastModified, milliseconds: 0))

@@ -24,12 +24,12 @@ extension Gateway {
         // A file's cached pages go from the page cache to the socket (plain TCP); anything else streams.
         let sent = metrics.bytesSent(call.dialect)
         let body: ResponseBody
-        if sendsFiles, let segments = read.body.fileSegments {
+        if sendsFiles, let pieces = read.body.zeroCopy {
             let channel = call.channel
             body = ResponseBody { writer in
-                for try await segment in segments {
-                    switch segment {
-                    case .cached(let span):
+                for try await piece in pieces {
+                    switch piece {
+                    case .region(let span):
                         try await channel.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span))
                         sent.increment(by: Int64(span.range.count))
                     case .bytes(let buffer):
@@ -162,8 +162,8 @@ extension Gateway {
         for (name, value) in metadata.userMetadata.isEmpty ? [] : metadata.userMetadata.sorted(by: { $0.key < $1.key }) {
             if let field = HTTPField.Name(call.metadataPrefix + name) { headers.append(HTTPField(name: field, value: value)) }
         }
-        if !metadata.tags.isEmpty {
-            headers.append(HTTPField(name: call.dialect == .s3 ? .amzTaggingCount : .ossTaggingCount, value: String(metadata.tags.count)))
+        if info.tagCount > 0 {
+            headers.append(HTTPField(name: call.dialect == .s3 ? .amzTaggingCount : .ossTaggingCount, value: String(info.tagCount)))
         }
         if call.dialect == .oss {
             headers[.ossObjectType] = info.isAppendable ? "Appendable" : (info.etag.contains("-") ? "Multipart" : "Normal")
@@ -267,7 +267,8 @@ extension Gateway {
             check = .s3(request)
         }
         return VerifiedBody(base: call.body, check: check, received: metrics.bytesReceived(call.dialect),
-                            computesCRC64: kind == .objectData && call.dialect == .oss, expectedMD5: expectedMD5)
+                            computesCRC64: kind == .objectData && call.dialect == .oss, expectedMD5: expectedMD5,
+                            contentLength: call.headers[.contentLength].flatMap { Int64($0) })
     }
 
     func putObject(_ call: Call, bucket: String, key: String) async throws -> Response {
@@ -338,12 +339,11 @@ extension Gateway {
         let given = directive == "REPLACE" || taggingDirective == "REPLACE" ? try requestMetadata(call) : nil
         let metadata = CopyMetadata(metadata: directive == "REPLACE" ? given : nil,
                                     tags: taggingDirective == "REPLACE" ? given?.tags : nil)
-        let conditions = copySourceConditions(call)
         let info = try await refusingOverwrite(call) {
             try await store.copyObject(
                 from: ObjectLocation(bucket: sourceBucket, key: sourceKey), to: ObjectLocation(bucket: bucket, key: key),
                 metadata: metadata,
-                options: CopyOptions(preconditions: writePreconditions(call), checkSource: conditions)
+                options: CopyOptions(preconditions: writePreconditions(call), sourceConditions: copySourceConditions(call))
             )
         }
         var xml = document(call, root: "CopyObjectResult")
@@ -356,26 +356,19 @@ extension Gateway {
         return xmlResponse(xml, headers: headers)
     }
 
-    /// `x-amz-copy-source-if-*` (and the OSS spellings), checked against the opened source.
-    func copySourceConditions(_ call: Call) -> @Sendable (ObjectInfo) throws -> Void {
-        let prefix = call.dialect == .s3 ? "x-amz-copy-source-if-" : "x-oss-copy-source-if-"
-        let ifMatch = call.header(prefix + "match")
-        let ifNoneMatch = call.header(prefix + "none-match")
-        let ifModifiedSince = call.header(prefix + "modified-since").flatMap(Self.conditionDate)
-        let ifUnmodifiedSince = call.header(prefix + "unmodified-since").flatMap(Self.conditionDate)
-        return { info in
-            let modified = info.lastModifiedSeconds
-            if let ifMatch {
-                if !ETag.matches(ifMatch, info.etag) { throw Self.preconditionFailed(prefix + "match") }
-            } else if let ifUnmodifiedSince, modified > ifUnmodifiedSince {
-                throw Self.preconditionFailed(prefix + "unmodified-since")
-            }
-            if let ifNoneMatch {
-                if ETag.matches(ifNoneMatch, info.etag) { throw Self.preconditionFailed(prefix + "none-match") }
-            } else if let ifModifiedSince, modified <= ifModifiedSince {
-                throw Self.preconditionFailed(prefix + "modified-since")
-            }
-        }
+    /// `x-amz-copy-source-if-*` (and the OSS spellings), for the store to check against the
+    /// source version it copies (`copySourceConditionFailed`, a 412 naming the header).
+    func copySourceConditions(_ call: Call) -> CopySourceConditions {
+        let prefix = Self.copySourceConditionPrefix(call.dialect)
+        return CopySourceConditions(
+            ifMatch: call.header(prefix + "match"), ifNoneMatch: call.header(prefix + "none-match"),
+            ifModifiedSince: call.header(prefix + "modified-since").flatMap(Self.conditionDate),
+            ifUnmodifiedSince: call.header(prefix + "unmodified-since").flatMap(Self.conditionDate)
+        )
+    }
+
+    static func copySourceConditionPrefix(_ dialect: Dialect) -> String {
+        dialect == .s3 ? "x-amz-copy-source-if-" : "x-oss-copy-source-if-"
     }
 
     // MARK: Deleting

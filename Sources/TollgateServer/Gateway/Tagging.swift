@@ -43,10 +43,10 @@ import TollgateXML
 
 extension Gateway {
     func getObjectTagging(_ call: Call, bucket: String, key: String) async throws -> Response {
-        let info = try await store.headObject(bucket: bucket, key: key)
+        let tags = try await store.objectTags(bucket: bucket, key: key)
         var xml = document(call, root: "Tagging")
         xml.element("TagSet") { set in
-            for (key, value) in info.metadata.tags.sorted(by: { $0.key < $1.key }) {
+            for (key, value) in tags.sorted(by: { $0.key < $1.key }) {
                 set.element("Tag") { tag in
                     tag.element("Key", key)
                     tag.element("Value", value)

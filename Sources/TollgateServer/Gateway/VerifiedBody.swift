@@ -71,9 +71,21 @@ struct VerifiedBody<Base: AsyncSequence>: AsyncSequence where Base.Element == By
     /// The body's checksums, for `WriteOptions.bodyChecksums` (complete once the body ended).
     var checksums: @Sendable () -> ObjectChecksums { { [result] in result.value } }
 
-    /// What the store is told with the body: its checksums, the `Content-MD5` to check.
+    /// The decoded body's length, when the client announced it: an aws-chunked body's
+    /// `x-amz-decoded-content-length`, else the request's `Content-Length` (set by the handler).
+    var contentLength: Int64? = nil
+
+    /// What the store is told with the body: its length and the checksum stated before it (both
+    /// when known), its checksums once it ended, the `Content-MD5` to check.
     func writeOptions(_ preconditions: WritePreconditions = .none) -> WriteOptions {
-        WriteOptions(preconditions: preconditions, bodyChecksums: checksums, expectedMD5: expectedMD5)
+        var stated = ObjectChecksums.none
+        if case .s3(let request) = check, let header = request.headerChecksum {
+            stated.additional = AdditionalChecksum(algorithm: header.algorithm, digest: header.digest)
+        }
+        var length = contentLength
+        if case .s3(let request) = check, request.payload.isChunked { length = request.decodedContentLength.map(Int64.init) }
+        return WriteOptions(preconditions: preconditions, contentLength: length, statedChecksums: stated, bodyChecksums: checksums,
+                            expectedMD5: expectedMD5)
     }
 
     func makeAsyncIterator() -> Iterator {

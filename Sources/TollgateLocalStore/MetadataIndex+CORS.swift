@@ -1,3 +1,4 @@
+import TollgateStore
 import Foundation
 import GRDB
 import TollgateCORS

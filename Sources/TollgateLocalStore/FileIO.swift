@@ -1,3 +1,4 @@
+import TollgateStore
 import Foundation
 import NIOCore
 import NIOPosix
@@ -329,27 +330,20 @@ struct FileChunks: AsyncSequence, Sendable {
 /// A range of an open file whose pages were in the page cache when it was checked: a sender
 /// can pass it to the kernel (`sendfile`) without reading it, and without the kernel waiting on
 /// the disk. The file stays open as long as the span exists.
-public struct FileSpan: Sendable {
+struct FileSpan: Sendable {
     let file: FileDescriptor
-    public let range: Range<Int64>
+    let range: Range<Int64>
 
-    /// The open descriptor, valid while this span exists; positional use only (no seeking).
-    public var descriptor: Int32 { file.fd }
+    /// The span as the store's zero-copy region, which keeps the file open.
+    var region: ZeroCopyRegion { ZeroCopyRegion(descriptor: file.fd, range: range, keepingOpen: file) }
 }
 
-/// One piece of a file-backed body: a span of cached pages to send as is, or bytes read from the
-/// disk because they were not cached (reading them is what caches them).
-public enum FileSegment: Sendable {
-    case cached(FileSpan)
-    case bytes(ByteBuffer)
-}
-
-/// A range of an open file as `FileSegment`s of up to `segmentSize` bytes, each decided by one
+/// A range of an open file as `ZeroCopyPiece`s of up to `segmentSize` bytes, each decided by one
 /// `BlockingIO` job: `mincore` says whether the segment's pages are cached; if not, the job reads
 /// them. So whoever sends the segments never waits on the disk outside the pool. Whether the
 /// first segment is cached is checked in the job that opened the file.
-public struct FileSegments: AsyncSequence, Sendable {
-    public typealias Element = FileSegment
+struct FileSegments: AsyncSequence, Sendable {
+    typealias Element = ZeroCopyPiece
 
     let file: FileDescriptor
     let range: Range<Int64>
@@ -366,14 +360,14 @@ public struct FileSegments: AsyncSequence, Sendable {
 
     /// The whole range as one span, when it is one segment and its pages were cached when the
     /// file was opened: a sender can pass it to the kernel at once, without a further job.
-    public var cachedWhole: FileSpan? {
+    var cachedWhole: FileSpan? {
         guard firstCached, range.count <= segmentSize else { return nil }
         return FileSpan(file: file, range: range)
     }
 
     /// The cached span of `piece`, or its bytes. Blocking.
-    static func segment(_ file: FileDescriptor, _ piece: Range<Int64>) throws(StoreError) -> FileSegment {
-        if isCached(file, piece) { return .cached(FileSpan(file: file, range: piece)) }
+    static func segment(_ file: FileDescriptor, _ piece: Range<Int64>) throws(StoreError) -> ZeroCopyPiece {
+        if isCached(file, piece) { return .region(FileSpan(file: file, range: piece).region) }
         return .bytes(try FileChunks.read(file, at: piece.lowerBound, count: piece.count))
     }
 
@@ -417,19 +411,19 @@ public struct FileSegments: AsyncSequence, Sendable {
         }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator {
+    func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(segments: self, offset: range.lowerBound)
     }
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    struct AsyncIterator: AsyncIteratorProtocol {
         let segments: FileSegments
         var offset: Int64
 
-        public mutating func next() async throws -> FileSegment? {
+        mutating func next() async throws -> ZeroCopyPiece? {
             guard offset < segments.range.upperBound else { return nil }
             let piece = offset..<Swift.min(offset + Int64(segments.segmentSize), segments.range.upperBound)
             defer { offset = piece.upperBound }
-            if offset == segments.range.lowerBound, segments.firstCached { return .cached(FileSpan(file: segments.file, range: piece)) }
+            if offset == segments.range.lowerBound, segments.firstCached { return .region(FileSpan(file: segments.file, range: piece).region) }
             try Task.checkCancellation()
             let file = segments.file
             return try await segments.io.run { try FileSegments.segment(file, piece) }

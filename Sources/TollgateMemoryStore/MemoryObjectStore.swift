@@ -1,3 +1,4 @@
+import TollgateStore
 import Foundation
 import NIOCore
 import Synchronization
@@ -68,6 +69,29 @@ public final class MemoryObjectStore: ObjectStore {
     /// Changes the limit for uploads created from now on.
     public func setMaxUploadsPerBucket(_ limit: Int) {
         state.withLock { $0.uploadLimit = limit }
+    }
+
+    // MARK: Lifecycle
+
+    public var capabilities: StoreCapabilities {
+        StoreCapabilities(backend: "memory", appends: true, storesChecksums: true, storesCRC64: true,
+                          minimumPartSize: minimumPartSize, zeroCopyReads: false, readsAtOnce: true)
+    }
+
+    public func open() async throws {}
+    public func health() async -> StoreHealth { .ok }
+    public func close() async throws {}
+
+    public func expireUploads(initiatedBefore cutoff: Date) async throws -> Int {
+        state.withLock { state in
+            let expired = state.uploads.filter { $0.value.upload.initiated < cutoff }.map(\.key)
+            for id in expired { state.uploads[id] = nil }
+            return expired.count
+        }
+    }
+
+    public func objectTags(bucket: String, key: String) async throws -> [String: String] {
+        try await headObject(bucket: bucket, key: key).metadata.tags
     }
 
     /// Milliseconds, as the local store keeps them.
@@ -289,7 +313,7 @@ public final class MemoryObjectStore: ObjectStore {
         try StoreNames.validateKey(target.key)
         _ = try await headBucket(target.bucket)
         let read = try await getObject(bucket: source.bucket, key: source.key, range: nil)
-        try options.checkSource?(read.info)
+        try options.sourceConditions.check(read.info)
         let bytes = try await Self.collect(read.body)
         return try commit(
             bucket: target.bucket, key: target.key, bytes: bytes, etag: ETag.quoted(md5: try Self.md5(bytes)),
@@ -406,7 +430,7 @@ public final class MemoryObjectStore: ObjectStore {
         try MultipartRules.validatePartNumber(partNumber)
         _ = try state.withLock { (state) throws(StoreError) in try state.upload(bucket, key, uploadID) }
         let read = try await getObject(bucket: source.bucket, key: source.key, range: range)
-        try options.checkSource?(read.info)
+        try options.sourceConditions.check(read.info)
         let (bytes, md5) = try await Self.collect(read.body, expectedMD5: nil)
         return try commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, bytes: bytes, md5: md5,
                               checksums: range == nil ? read.info.checksums.ofCopy : .none)

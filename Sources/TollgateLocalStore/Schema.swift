@@ -1,3 +1,4 @@
+import TollgateStore
 import Foundation
 import GRDB
 import TollgateCrypto
@@ -128,12 +129,6 @@ enum ChecksumColumns {
         if let crc: Int64 = row["crc64ecma"] { checksums.crc64ecma = UInt64(bitPattern: crc) }
         return checksums
     }
-}
-
-/// Millisecond timestamps as stored.
-enum Millis {
-    static func from(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
-    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
 }
 
 /// The metadata columns shared by `object` and `upload`.

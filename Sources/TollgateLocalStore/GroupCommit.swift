@@ -1,3 +1,4 @@
+import TollgateStore
 import GRDB
 import Synchronization
 

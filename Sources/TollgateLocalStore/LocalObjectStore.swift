@@ -1,3 +1,4 @@
+import TollgateStore
 import Foundation
 import NIOCore
 import Synchronization
@@ -39,7 +40,7 @@ public final class LocalObjectStore: ObjectStore {
         public var minimumPartSize: Int64
         /// Size of the buffers `getObject` streams; a range up to this size is read in one go.
         public var readChunkSize: Int
-        /// The largest piece of a file-backed body handed out as one `FileSegment`.
+        /// The largest piece of a file-backed body handed out as one zero-copy region.
         public var sendSegmentSize: Int
         /// Object rows kept in memory for GET and HEAD (0: none).
         public var cachedObjects: Int
@@ -156,6 +157,27 @@ public final class LocalObjectStore: ObjectStore {
         try index.close()
     }
 
+    // MARK: Lifecycle
+
+    public var capabilities: StoreCapabilities {
+        StoreCapabilities(backend: "local", appends: true, storesChecksums: true, storesCRC64: true,
+                          minimumPartSize: configuration.minimumPartSize, zeroCopyReads: true, readsAtOnce: true)
+    }
+
+    /// Opened by `init` (which runs crash recovery): nothing is left to do.
+    public func open() async throws {}
+
+    /// The data directory's health shows in the writes that fail (`storageFull`, `io`).
+    public func health() async -> StoreHealth { .ok }
+
+    public func expireUploads(initiatedBefore cutoff: Date) async throws -> Int {
+        try await abortUploads(initiatedBefore: cutoff)
+    }
+
+    public func objectTags(bucket: String, key: String) async throws -> [String: String] {
+        try await headObject(bucket: bucket, key: key).metadata.tags
+    }
+
     // MARK: Recovery
 
     /// Empties `tmp/` and removes every object file no row references. Blocking, before serving.
@@ -269,10 +291,11 @@ public final class LocalObjectStore: ObjectStore {
     /// first segment is cached is checked here (blocking) unless `firstCached` says.
     private static func fileBody(_ file: FileDescriptor, range: Range<Int64>, firstCached: Bool?,
                                  configuration: Configuration, io: BlockingIO) -> ObjectBody {
-        ObjectBody(
-            chunks: FileChunks(file: file, range: range, chunkSize: configuration.readChunkSize, io: io),
-            segments: FileSegments.open(file, range: range, segmentSize: configuration.sendSegmentSize, io: io, firstCached: firstCached)
-        )
+        let segments = FileSegments.open(file, range: range, segmentSize: configuration.sendSegmentSize, io: io, firstCached: firstCached)
+        return ObjectBody(ZeroCopyBody(
+            whole: segments.cachedWhole?.region, pieces: segments,
+            bytes: FileChunks(file: file, range: range, chunkSize: configuration.readChunkSize, io: io)
+        ))
     }
 
     /// Body parts smaller than this are copied into a shared buffer of the batch (`joinedSize`
@@ -517,7 +540,7 @@ public final class LocalObjectStore: ObjectStore {
         try StoreNames.validateKey(target.key)
         _ = try await headBucket(target.bucket)
         let read = try await getObject(bucket: source.bucket, key: source.key, range: nil)
-        try options.checkSource?(read.info)
+        try options.sourceConditions.check(read.info)
         let file = try await stage(read.body)
         return try await commitObject(
             bucket: target.bucket, key: target.key, file: file, etag: ETag.quoted(md5: file.md5),

@@ -1,3 +1,4 @@
+import TollgateStore
 import Foundation
 import NIOCore
 import TollgateCrypto
@@ -46,7 +47,7 @@ extension LocalObjectStore {
         try MultipartRules.validatePartNumber(partNumber)
         _ = try await index.upload(bucket: bucket, key: key, uploadID: uploadID)
         let read = try await getObject(bucket: source.bucket, key: source.key, range: range)
-        try options.checkSource?(read.info)
+        try options.sourceConditions.check(read.info)
         let file = try await stage(read.body)
         return try await commitPart(bucket: bucket, key: key, uploadID: uploadID, partNumber: partNumber, file: file,
                                     checksums: range == nil ? read.info.checksums.ofCopy : .none)
