@@ -20,6 +20,8 @@ public struct TollgateState: Sendable {
     /// Where issued tokens are recorded (`tollgate serve` keeps it in the data directory, and
     /// runs it as a service); nil: only the log line.
     public var tokenAudit: TokenAuditLog?
+    /// The object store, whose health `/healthz` reports as `backend`; nil: not reported.
+    public var store: (any ObjectStore)?
 
     public init(live: LiveConfig, clock: @escaping @Sendable () -> Date = { Date() }) {
         self.live = live
@@ -57,9 +59,13 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
         AdminController(root: state.snapshot.root, revocations: revocations, clock: state.clock).addRoutes(to: router)
     }
     router.get("/healthz") { _, _ in
-        var json = JSONObjectWriter(capacity: 32)
+        var json = JSONObjectWriter(capacity: 48)
         json.add("status", "ok")
         json.add("roles", Int64(state.snapshot.policies.count))
+        // The process serves either way (a backend that is down is answered with 503s at once):
+        // the backend's state is reported, not made the status, so that a load balancer does
+        // not drop every instance of a cluster whose storage is down.
+        if let store = state.store { json.add("backend", await store.health().word) }
         return TokenJSON.response(.ok, json.finish())
     }
     if let metrics {
@@ -102,7 +108,7 @@ public func buildGatewayResponder(state: TollgateState, store: any ObjectStore, 
 }
 
 func makeGateway(state: TollgateState, store: any ObjectStore, sendsFiles: Bool) -> Gateway {
-    Gateway(store: store, live: state.live, revocations: state.revocations, tls: state.snapshot.config.gatewayTLS != nil,
+    Gateway(store: store, capabilities: store.capabilities, live: state.live, revocations: state.revocations, tls: state.snapshot.config.gatewayTLS != nil,
             sendsFiles: sendsFiles, clock: state.clock)
 }
 

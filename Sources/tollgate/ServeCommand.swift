@@ -95,6 +95,7 @@ struct ServeCommand: AsyncParsableCommand {
             printError("tollgate: cannot open the object store (\(config.storage.name)\(config.storage.backend == .local ? " in \(config.dataDirectory)" : "")): \(error)")
             throw ExitCode(2)
         }
+        state.store = store
         await createRequiredBuckets(snapshot, store: store, logger: logger)
         let tokenApp = try buildTokenApplication(state: state, certificates: tokenCertificates, metrics: registry, logger: logger)
         let gatewayApp = try buildGatewayApplication(state: state, store: store, certificates: gatewayCertificates, logger: logger)

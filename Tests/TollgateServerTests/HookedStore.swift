@@ -14,6 +14,26 @@ struct HookedStore: ObjectStore {
     var beforeCopy: @Sendable (MemoryObjectStore) async throws -> Void = { _ in }
     var writeOptions: @Sendable (WriteOptions) -> WriteOptions = { $0 }
     var putBuffer: @Sendable (Int) -> Void = { _ in }
+    /// Like a remote store: nothing at hand (`readAtOnce`, `infoInMemory` answer nil), and
+    /// every body streams rather than sitting in memory.
+    var remoteLike = false
+    /// Sees every `getObject`.
+    var onGet: @Sendable () -> Void = {}
+    /// What `health` answers (the base's when nil).
+    var reportedHealth: StoreHealth? = nil
+
+    /// A body handed over in pieces of at most 1000 bytes, as a stream.
+    struct Streamed: AsyncSequence, Sendable {
+        let bytes: ByteBuffer
+        struct AsyncIterator: AsyncIteratorProtocol {
+            var rest: ByteBuffer
+            mutating func next() async throws -> ByteBuffer? {
+                guard rest.readableBytes > 0 else { return nil }
+                return rest.readSlice(length: Swift.min(1000, rest.readableBytes))
+            }
+        }
+        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(rest: bytes) }
+    }
 
     /// A body that tells `seen` the size of each buffer it yields.
     struct Watched<Base: AsyncSequence>: AsyncSequence where Base.Element == ByteBuffer {
@@ -40,7 +60,7 @@ struct HookedStore: ObjectStore {
 
     var capabilities: StoreCapabilities { base.capabilities }
     func open() async throws { try await base.open() }
-    func health() async -> StoreHealth { await base.health() }
+    func health() async -> StoreHealth { if let reportedHealth { reportedHealth } else { await base.health() } }
     func close() async throws { try await base.close() }
     func expireUploads(initiatedBefore cutoff: Date) async throws -> Int { try await base.expireUploads(initiatedBefore: cutoff) }
     func setMaxUploadsPerBucket(_ limit: Int) { base.setMaxUploadsPerBucket(limit) }
@@ -63,11 +83,18 @@ struct HookedStore: ObjectStore {
         try await base.putObject(bucket: bucket, key: key, body: Watched(base: body, seen: putBuffer), metadata: metadata, options: writeOptions(options))
     }
     func getObject(bucket: String, key: String, range: ByteRange?) async throws -> ObjectRead {
-        try await base.getObject(bucket: bucket, key: key, range: range)
+        onGet()
+        let read = try await base.getObject(bucket: bucket, key: key, range: range)
+        guard remoteLike else { return read }
+        var bytes = ByteBuffer()
+        for try await var buffer in read.body { bytes.writeBuffer(&buffer) }
+        return ObjectRead(info: read.info, range: read.range, isPartial: read.isPartial, body: ObjectBody(Streamed(bytes: bytes)))
     }
     func headObject(bucket: String, key: String) async throws -> ObjectInfo { try await base.headObject(bucket: bucket, key: key) }
-    func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ReadAtOnce? { try base.readAtOnce(bucket: bucket, key: key, range: range) }
-    func infoInMemory(bucket: String, key: String) -> ObjectInfo? { base.infoInMemory(bucket: bucket, key: key) }
+    func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ReadAtOnce? {
+        remoteLike ? nil : try base.readAtOnce(bucket: bucket, key: key, range: range)
+    }
+    func infoInMemory(bucket: String, key: String) -> ObjectInfo? { remoteLike ? nil : base.infoInMemory(bucket: bucket, key: key) }
     func deleteObject(bucket: String, key: String) async throws { try await base.deleteObject(bucket: bucket, key: key) }
     func deleteObjects(bucket: String, keys: [String]) async throws -> [DeleteResult] { try await base.deleteObjects(bucket: bucket, keys: keys) }
     func appendObject<Body: AsyncSequence>(

@@ -386,6 +386,39 @@ func deleteObjectsDeniesPerKey(dialect: Dialect) async throws {
     }
 }
 
+/// A store whose bodies stream (a remote store's): the fast path asks it for a GET, cannot send
+/// the body whole, and hands the request on to the responder with the read it got. The object is
+/// fetched once per GET, whole or ranged, also on a kept-alive connection, and nothing stays behind.
+@Test(.timeLimit(.minutes(1)))
+func aGetHandedOnIsNotFetchedTwice() async throws {
+    let fixture = try Fixture(roles: ["writer": writerPolicy], now: { now })
+    defer { fixture.remove() }
+    let base = MemoryObjectStore()
+    _ = try await base.ensureBuckets(["tollgate"])
+    let bytes = (0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+    try await put(base, "tollgate", "docs/big.bin", bytes)
+    let gets = Mutex(0)
+    let store = HookedStore(base: base, remoteLike: true, onGet: { gets.withLock { $0 += 1 } })
+    let gateway = makeGateway(state: fixture.state, store: store, sendsFiles: false)
+    let app = Application(responder: gateway, server: try pinnedHTTPServer(
+        .init(), certificates: nil, beforeResponder: { logger in [GatewayFastPath(gateway: gateway, logger: logger)] }))
+    let credentials = try fixture.writer()
+    let url = try presignS3(Unsigned(.get, "tollgate", "docs/big.bin"), credentials)
+    try await app.test(.live) { client in
+        let whole = try await client.execute(uri: url, method: .get)
+        #expect(whole.status == .ok && Array(buffer: whole.body) == bytes)
+        #expect(gets.withLock { $0 } == 1)
+        let ranged = try await client.execute(uri: url, method: .get, headers: [.range: "bytes=100-2099"])
+        #expect(ranged.status == .partialContent && Array(buffer: ranged.body) == Array(bytes[100...2099]))
+        #expect(gets.withLock { $0 } == 2)
+        // A refused GET never reaches the store.
+        let tampered = String(url.dropLast()) + (url.hasSuffix("0") ? "1" : "0")
+        #expect(try await client.execute(uri: tampered, method: .get).status == .forbidden)
+        #expect(gets.withLock { $0 } == 2)
+    }
+    #expect(gateway.prefetched.count == 0)
+}
+
 @Test("a presigned GET is authorized like a header-signed one; a tampered one is refused")
 func presignedGetIsAuthorized() async throws {
     try await withSignedGateway { gateway in

@@ -4,6 +4,8 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
+import TollgateMemoryStore
+import TollgateStore
 import TollgateToken
 @testable import TollgateServer
 
@@ -60,6 +62,22 @@ func tokenShape(path: String, method: HTTPRequest.Method) async throws {
         try await client.execute(uri: "/healthz", method: .get) { response in
             #expect(response.status == .ok)
             #expect(String(buffer: response.body).contains(#""status":"ok""#))
+            #expect(!String(buffer: response.body).contains("backend"), "no store, no backend reported")
+        }
+    }
+}
+
+@Test func healthzReportsTheBackend() async throws {
+    let fixture = try Fixture()
+    defer { fixture.remove() }
+    for (health, word) in [(StoreHealth.ok, "ok"), (.unreachable(reason: "connection refused"), "unreachable")] {
+        var state = fixture.state
+        state.store = HookedStore(base: MemoryObjectStore(), reportedHealth: health)
+        try await Application(router: buildTokenRouter(state: state)).test(.router) { client in
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == #"{"status":"ok","roles":1,"backend":"\#(word)"}"#)
+            }
         }
     }
 }

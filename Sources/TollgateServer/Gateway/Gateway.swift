@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 import TollgateCORS
 import TollgateCrypto
 import TollgatePolicy
@@ -17,6 +18,8 @@ struct Gateway: HTTPResponder, Sendable {
     typealias Context = TollgateRequestContext
 
     let store: any ObjectStore
+    /// What the store can do, read once (handlers consult it instead of assuming).
+    let capabilities: StoreCapabilities
     /// The configuration in force: each request reads it once, when it arrives.
     let live: LiveConfig
     /// Revoked credentials are refused; nil: none are.
@@ -27,6 +30,8 @@ struct Gateway: HTTPResponder, Sendable {
     let sendsFiles: Bool
     let clock: @Sendable () -> Date
     let metrics = GatewayMetrics()
+    /// GETs the fast path fetched and handed on to the responder, by connection (`FromStore.stream`).
+    let prefetched = PrefetchedReads()
     /// Both listeners' `Server` header.
     static let serverName = "tollgate"
 
@@ -61,6 +66,8 @@ struct Gateway: HTTPResponder, Sendable {
         }
         var headers: HTTPFields { head.headerFields }
         func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { head.headerFields[$0] } }
+        /// The read the fast path already fetched for this request, if it handed it on with one.
+        var prefetched: ObjectRead? = nil
         var metadataPrefix: String { dialect == .s3 ? "x-amz-meta-" : "x-oss-meta-" }
     }
 
@@ -143,8 +150,11 @@ struct Gateway: HTTPResponder, Sendable {
     func answer(_ request: Request, context: Context) async throws -> Response {
         var context = context
         var attempt = Attempt(request.head)
+        // Taken before admission, so that a request refused this time drops its read too.
+        let prefetched = request.method == .get ? prefetched.take(for: request.head, on: context.channel) : nil
         do {
-            let call = try admit(request.head, body: request.body, context: &context, attempt: &attempt)
+            var call = try admit(request.head, body: request.body, context: &context, attempt: &attempt)
+            call.prefetched = prefetched
             if request.headers[.expect] != nil {
                 // Accepted: now the client may send the body it held back (see ExpectContinueHandler).
                 try? await context.channel.triggerUserOutboundEvent(ExpectContinueHandler.SendContinue())
@@ -187,6 +197,8 @@ struct Gateway: HTTPResponder, Sendable {
             let call = try admit(head, body: RequestBody(buffer: ByteBuffer()), context: &context, attempt: &attempt)
             var answer: WholeAnswer
             switch call.route {
+            case .getObject where !capabilities.readsAtOnce, .headObject where !capabilities.readsAtOnce:
+                return .fromStore(call, attempt)
             case .getObject(let bucket, let key):
                 switch try store.readAtOnce(bucket: bucket, key: key, range: Self.range(call)) {
                 case .read(let read)?:
@@ -210,29 +222,39 @@ struct Gateway: HTTPResponder, Sendable {
         }
     }
 
+    /// What the store gave for an admitted GET or HEAD at the fast path (`answerFromStore`).
+    enum FromStore: Sendable {
+        /// An answer `GatewayFastPath` writes at once (a HEAD, a refusal, a body it can send whole).
+        case whole(WholeAnswer)
+        /// The GET's read, whose body streams: the fast path hands the request on to the
+        /// responder with it (`prefetched`), so the responder does not ask the store again.
+        case stream(ObjectRead)
+    }
+
     /// The answer to an admitted GET or HEAD (`FastAnswer.fromStore`) from the store, as
     /// `handle` renders it, when it can be sent whole at once (`wholeAnswer`); a HEAD, a
-    /// refusal. Nil for a body still to be read from the disk or longer than one span:
-    /// Hummingbird's responder then sends it, admitting the request again. (Once the store has
-    /// the object's row at hand, a body longer than one span is handed on before the store is
-    /// asked: `ReadAtOnce.inPieces`.)
-    func answerFromStore(_ call: Call, _ attempt: Attempt, context: Context) async -> WholeAnswer? {
+    /// refusal. A GET whose body is still to be read (from the disk, from a remote backend) or
+    /// is longer than one span comes back as its open read: Hummingbird's responder then
+    /// admits the request again and streams that read, without a second fetch. (Once the store
+    /// has the object's row at hand, a body longer than one span is handed on before the store
+    /// is asked: `ReadAtOnce.inPieces`.)
+    func answerFromStore(_ call: Call, _ attempt: Attempt, context: Context) async -> FromStore {
         do {
             var answer: WholeAnswer
             switch call.route {
             case .getObject(let bucket, let key):
                 let read = try await store.getObject(bucket: bucket, key: key, range: Self.range(call))
-                guard let whole = try wholeAnswer(call, read: read) else { return nil }
+                guard let whole = try wholeAnswer(call, read: read) else { return .stream(read) }
                 answer = whole
             case .headObject(let bucket, let key):
                 answer = WholeAnswer(rendered: try headAnswer(call, info: try await store.headObject(bucket: bucket, key: key)))
             default:
-                return nil
+                answer = WholeAnswer(rendered: refusal(GatewayError.internalError(), attempt, context: context))
             }
             finish(&answer.rendered.headers, status: answer.rendered.status, attempt)
-            return answer
+            return .whole(answer)
         } catch {
-            return WholeAnswer(rendered: refusal(error, attempt, context: context))
+            return .whole(WholeAnswer(rendered: refusal(error, attempt, context: context)))
         }
     }
 
@@ -596,4 +618,30 @@ struct Gateway: HTTPResponder, Sendable {
         }
         return rendered
     }
+}
+
+/// GETs that `GatewayFastPath` fetched from the store and handed on to Hummingbird's responder,
+/// one at most per connection: the fast path asks the store only while no request of the
+/// connection is with the responder, so the request it hands on is the next one the responder
+/// takes there. The responder takes the read if the request is that one (same head); a read
+/// not taken goes when the connection closes, or when the next one replaces it.
+final class PrefetchedReads: Sendable {
+    private let reads = Mutex<[ObjectIdentifier: (head: HTTPRequest, read: ObjectRead)]>([:])
+
+    func put(_ read: ObjectRead, for head: HTTPRequest, on channel: any Channel) {
+        reads.withLock { $0[ObjectIdentifier(channel)] = (head, read) }
+    }
+
+    /// The read handed on for `head` on `channel`, removed; nil when there is none for it.
+    func take(for head: HTTPRequest, on channel: any Channel) -> ObjectRead? {
+        let id = ObjectIdentifier(channel)
+        guard let entry = reads.withLock({ $0.removeValue(forKey: id) }) else { return nil }
+        return entry.head == head ? entry.read : nil
+    }
+
+    func drop(on channel: any Channel) {
+        _ = reads.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
+    }
+
+    var count: Int { reads.withLock { $0.count } }
 }

@@ -15,7 +15,8 @@ import TollgateStore
 /// Any other object is asked of the store in a task on the event loop (`answerFromStore`); its
 /// answer is written here when it can be sent whole at once (a body in memory, or one span of
 /// cached file pages, sent with sendfile), and otherwise the request goes on to Hummingbird's
-/// responder, which admits it again and streams the body. A GET whose body the store already
+/// responder with the read the store opened (`Gateway.prefetched`), which admits it again and
+/// streams that read: the object is fetched once. A GET whose body the store already
 /// knows to come in pieces (`ReadAtOnce.inPieces`) goes on to the responder at once, without the
 /// store's task. Every other request goes on unchanged.
 ///
@@ -139,14 +140,17 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The store's answer to the request asked about: written, or, when nil, the request goes on
     /// to the responder. Then the parts that waited are received in order, until one waits again.
-    private func storeAnswered(_ answer: Gateway.WholeAnswer?, context: ChannelHandlerContext) {
+    private func storeAnswered(_ answer: Gateway.FromStore, context: ChannelHandlerContext) {
         guard let head = asking else { return }
         asking = nil
         guard !closed else { return }
-        if let answer {
+        switch answer {
+        case .whole(let whole):
             answered = true
-            write(answer, context: context)
-        } else {
+            write(whole, context: context)
+        case .stream(let read):
+            // The responder's next request on this connection is this one: it takes the read.
+            gateway.prefetched.put(read, for: head, on: context.channel)
             handedOn += 1
             context.fireChannelRead(wrapInboundOut(.head(head)))
         }
@@ -172,9 +176,11 @@ final class GatewayFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        // An answer still to come, and the requests after it, have nowhere to go.
+        // An answer still to come, and the requests after it, have nowhere to go; a read handed
+        // on and not taken is dropped (a remote body's request is cancelled with it).
         closed = true
         waiting.removeAll()
+        gateway.prefetched.drop(on: context.channel)
         context.fireChannelInactive()
     }
 

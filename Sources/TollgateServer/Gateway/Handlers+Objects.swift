@@ -18,7 +18,12 @@ extension Gateway {
 
     func getObject(_ call: Call, bucket: String, key: String, headOnly: Bool) async throws -> Response {
         if headOnly { return try headAnswer(call, info: try await store.headObject(bucket: bucket, key: key)).response }
-        let read = try await store.getObject(bucket: bucket, key: key, range: Self.range(call))
+        let read: ObjectRead
+        if let prefetched = call.prefetched {
+            read = prefetched
+        } else {
+            read = try await store.getObject(bucket: bucket, key: key, range: Self.range(call))
+        }
         let answer = try objectAnswer(call, read: read)
         if answer.status == .notModified || answer.body != nil { return answer.response }
         // A file's cached pages go from the page cache to the socket (plain TCP); anything else streams.
@@ -307,6 +312,9 @@ extension Gateway {
     }
 
     func appendObject(_ call: Call, bucket: String, key: String) async throws -> Response {
+        guard capabilities.appends else {
+            throw GatewayError.notImplemented("AppendObject is not available: the storage backend has no appendable objects.")
+        }
         guard let raw = call.query["position"], let position = Int64(raw), position >= 0 else {
             throw GatewayError.invalidArgument("Position is not valid.", name: "position", value: call.query["position"] ?? "")
         }
