@@ -85,10 +85,24 @@ let package = Package(
             dependencies: ["TollgateStore", "TollgateCrypto", "TollgateCORS", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
+        // The store over an S3-compatible cluster (Ceph RGW, MinIO, AWS S3, …): async-http-client and
+        // the project's own SigV4 signer.
+        .target(
+            name: "TollgateS3Store",
+            dependencies: [
+                "TollgateStore", "TollgateCrypto", "TollgateCORS", "TollgateSignature", "TollgateDates", "TollgateXML",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The one place that constructs a concrete store: from the config's `Storage` section.
         .target(
             name: "TollgateStorage",
-            dependencies: ["TollgateStore", "TollgateLocalStore", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateS3Store", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // The HTTP layer: token endpoint and object gateway.
@@ -145,7 +159,7 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(
             name: "TollgateStoreTests",
-            dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateStorage", "TollgateSignature"],
+            dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateS3Store", "TollgateStorage", "TollgateSignature"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -446,41 +446,11 @@ public final class MemoryObjectStore: ObjectStore {
     }
 
     public func listMultipartUploads(bucket: String, query: ListUploadsQuery) async throws -> ListUploadsResult {
-        let maxUploads = Swift.max(0, Swift.min(query.maxUploads, 1000))
-        let prefix = Array(query.prefix.utf8)
-        let delimiter: [UInt8]? = query.delimiter.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
-        let upper = KeyBytes.successor(prefix)
-        let keyMarker = query.keyMarker.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
         let all = try state.withLock { (state) throws(StoreError) in
             try state.requireBucket(bucket)
             return state.uploads.values.map(\.upload).filter { $0.bucket == bucket }
-                .map { (key: Array($0.key.utf8), upload: $0) }
-                .sorted { KeyBytes.less($0.key, $1.key) || ($0.key == $1.key && $0.upload.uploadID < $1.upload.uploadID) }
         }
-        // The marker key's uploads after the upload-id-marker come first, then the keys past the marker.
-        var items: [(key: [UInt8], upload: MultipartUpload?)] = []
-        if let keyMarker, let uploadIDMarker = query.uploadIDMarker, !uploadIDMarker.isEmpty, !KeyBytes.less(keyMarker, prefix),
-           delimiter.flatMap({ KeyBytes.rollup(keyMarker, prefix: prefix, delimiter: $0) }) == nil {
-            items += all.filter { $0.key == keyMarker && $0.upload.uploadID > uploadIDMarker }.map { ($0.key, $0.upload) }
-        }
-        let start = ListCursor.start(prefix: prefix, delimiter: delimiter, after: keyMarker)
-        var rolledUp: [UInt8]?
-        for entry in all where start.admits(entry.key) && upper.map({ KeyBytes.less(entry.key, $0) }) ?? true {
-            if let rolledUp, entry.key.starts(with: rolledUp) { continue }
-            if let delimiter, let common = KeyBytes.rollup(entry.key, prefix: prefix, delimiter: delimiter) {
-                rolledUp = common
-                items.append((common, nil))
-            } else {
-                items.append((entry.key, entry.upload))
-            }
-        }
-        let page = items.prefix(maxUploads)
-        let truncated = maxUploads > 0 && items.count > maxUploads
-        return ListUploadsResult(
-            uploads: page.compactMap(\.upload), commonPrefixes: page.filter { $0.upload == nil }.map { KeyBytes.string($0.key) },
-            isTruncated: truncated, nextKeyMarker: truncated ? page.last.map { KeyBytes.string($0.key) } : nil,
-            nextUploadIDMarker: truncated ? page.last?.upload?.uploadID : nil
-        )
+        return UploadListing.page(all, query: query)
     }
 
     public func abortMultipartUpload(bucket: String, key: String, uploadID: String) async throws {

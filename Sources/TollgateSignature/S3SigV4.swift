@@ -1,5 +1,6 @@
 import Foundation
 import TollgateCrypto
+import Synchronization
 import TollgateDates
 
 /// How an S3 request's body is protected, from `x-amz-content-sha256`.
@@ -555,5 +556,92 @@ public enum ContentMD5 {
     public static func parse(_ value: String) -> [UInt8]? {
         guard let digest = Base64.decode(value.trimmingASCIIWhitespace()), digest.count == 16 else { return nil }
         return digest
+    }
+}
+
+/// Signs requests as an S3 client signs them (SigV4 in the `Authorization` header), with
+/// `aws-chunked` bodies whose every chunk is signed (`STREAMING-AWS4-HMAC-SHA256-PAYLOAD`): the S3
+/// store's requests to its backend. The signing key is derived once a day. Never printed: its
+/// description names the access key id and the region only.
+public final class S3RequestSigner: Sendable, CustomStringConvertible {
+    public let accessKeyId: String
+    public let region: String
+    public let service: String
+    private let secret: String
+    private let key = Mutex<(date: String, key: [UInt8])?>(nil)
+
+    public init(accessKeyId: String, secret: String, region: String, service: String = S3SigV4.flavor.service) {
+        self.accessKeyId = accessKeyId
+        self.secret = secret
+        self.region = region
+        self.service = service
+    }
+
+    public var description: String { "S3RequestSigner(accessKeyId: \(accessKeyId), region: \(region))" }
+
+    /// The payload hash of an `aws-chunked` body whose chunks are signed.
+    public static let streamingPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+    public static let unsignedPayload = "UNSIGNED-PAYLOAD"
+
+    /// The key for `timestamp`'s day (`YYYYMMDD…`).
+    func signingKey(_ date: String) throws(S3AuthError) -> [UInt8] {
+        if let cached = key.withLock({ $0 }), cached.date == date { return cached.key }
+        do {
+            let derived = try S3SigV4.flavor.deriveSigningKey(secret: secret, date: date, region: region, service: service)
+            key.withLock { $0 = (date, derived) }
+            return derived
+        } catch {
+            throw .internalError
+        }
+    }
+
+    /// The `Authorization` value for a request whose `headers` (every one of them signed) hold
+    /// `host`, `x-amz-date` (`timestamp`) and `x-amz-content-sha256` (`payloadHash`); and the
+    /// signature, which seeds the chunk signatures of a streaming body.
+    public func sign(method: String, rawPath: String, rawQuery: String, headers: SignatureHeaders, payloadHash: String,
+                     timestamp: String) throws(S3AuthError) -> (authorization: String, signature: String) {
+        let signed = headers.names.sorted()
+        let date = String(timestamp.prefix(8))
+        let scope = "\(date)/\(region)/\(service)/\(S3SigV4.flavor.terminator)"
+        let canonical = S3SigV4.canonicalRequest(method: method, rawPath: rawPath, query: RawQuery(rawQuery), excludingSignature: false,
+                                                 headers: headers, signedHeaders: signed, payloadHash: payloadHash)
+        let signature: String
+        do {
+            let mac = try Crypto.hmacSHA256(key: try signingKey(date),
+                                            data: S3SigV4.flavor.stringToSign(timestamp: timestamp, scope: scope, canonicalRequest: canonical))
+            signature = Hex.encode(mac)
+        } catch {
+            throw .internalError
+        }
+        let authorization = "\(S3SigV4.flavor.algorithm) Credential=\(accessKeyId)/\(scope), SignedHeaders=\(signed.joined(separator: ";")), Signature=\(signature)"
+        return (authorization, signature)
+    }
+
+    /// The signer of a streaming body's chunks, after the request's own `signature`.
+    public func chunkSigner(timestamp: String, seedSignature: String) throws(S3AuthError) -> AWSChunkSigner {
+        let date = String(timestamp.prefix(8))
+        return AWSChunkSigner(key: try signingKey(date), timestamp: timestamp,
+                              scope: "\(date)/\(region)/\(service)/\(S3SigV4.flavor.terminator)", previous: seedSignature)
+    }
+}
+
+/// Signs the chunks of one `aws-chunked` body in order: each signature covers the chunk's
+/// SHA-256 and the signature before it (the request's, for the first chunk).
+public struct AWSChunkSigner: Sendable {
+    let key: [UInt8]
+    let timestamp: String
+    let scope: String
+    var previous: String
+
+    /// The next chunk's signature (hex), given the SHA-256 of its payload (an empty payload for
+    /// the final chunk).
+    public mutating func sign(payloadSHA256 digest: [UInt8]) throws(S3AuthError) -> String {
+        let stringToSign = "AWS4-HMAC-SHA256-PAYLOAD\n\(timestamp)\n\(scope)\n\(previous)\n\(S3SigV4.emptySHA256)\n\(Hex.encode(digest))"
+        do {
+            previous = Hex.encode(try Crypto.hmacSHA256(key: key, stringToSign))
+        } catch {
+            throw .internalError
+        }
+        return previous
     }
 }

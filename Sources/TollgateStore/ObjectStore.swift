@@ -25,6 +25,8 @@ public protocol ObjectStore: Sendable {
     func expireUploads(initiatedBefore cutoff: Date) async throws -> Int
     /// Changes the number of in-progress uploads a bucket may hold, for uploads created from now on.
     func setMaxUploadsPerBucket(_ limit: Int)
+    /// Documents the instances of a deployment share (`SharedDocuments`); nil by default.
+    var sharedDocuments: (any SharedDocuments)? { get }
 
     // MARK: Buckets
     func listBuckets() async throws -> [BucketInfo]
@@ -783,4 +785,29 @@ extension ObjectStore {
         try await completeMultipartUpload(bucket: bucket, key: key, uploadID: uploadID, parts: parts,
                                           options: CompleteOptions(preconditions: preconditions, minimumPartSize: minimumPartSize))
     }
+}
+
+// MARK: - Shared documents
+
+/// Small documents every instance of a deployment reads and writes (the revocation list), kept
+/// by the store where all instances see them. Reads are conditional (a version still current
+/// costs no transfer), writes replace a known version only (`preconditionFailed` when another
+/// instance wrote in between), so no instance loses another's change.
+public protocol SharedDocuments: Sendable {
+    /// The document, `unchanged` while `version` is current, `absent` when there is none.
+    func read(_ name: String, ifChangedFrom version: String?) async throws -> SharedDocumentRead
+    /// Writes the document if it is still at `version` (nil: only if there is none); returns the new version.
+    func write(_ name: String, _ bytes: [UInt8], replacing version: String?) async throws -> String
+}
+
+public enum SharedDocumentRead: Sendable, Equatable {
+    case absent
+    case unchanged
+    case document(bytes: [UInt8], version: String)
+}
+
+extension ObjectStore {
+    /// The store's shared documents; nil for a store that serves one instance alone (its
+    /// instance keeps such state in its data directory).
+    public var sharedDocuments: (any SharedDocuments)? { nil }
 }

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import TollgateCrypto
 @testable import TollgateStore
+@testable import TollgateS3Store
 @testable import TollgateLocalStore
 @testable import TollgateMemoryStore
 
@@ -147,4 +148,47 @@ extension LocalObjectStore {
 /// The error a throwing call raised, as a StoreError (nil if it succeeded or threw another type).
 func storeError(_ body: () async throws -> Void) async -> StoreError? {
     do { try await body(); return nil } catch let error as StoreError { return error } catch { return nil }
+}
+
+/// The S3 backend the store tests run the S3 store against, when one is named: the cluster
+/// `.ci/ceph/cluster.sh` started (`TOLLGATE_CEPH_DIR`, its `cluster.env`), or
+/// `TOLLGATE_TEST_S3_ENDPOINT`, `_ACCESS_KEY`, `_SECRET_KEY`. Each store gets a bucket prefix of
+/// its own, so tests running at once never meet.
+struct S3TestBackend: Sendable {
+    let endpoint: String
+    let accessKey: String
+    let secretKey: String
+    let region: String
+
+    struct Missing: Error, CustomStringConvertible {
+        var description: String { "no S3 backend: set TOLLGATE_CEPH_DIR (bash .ci/ceph/cluster.sh start DIR)" }
+    }
+
+    static let current: S3TestBackend? = {
+        let environment = ProcessInfo.processInfo.environment
+        if let endpoint = environment["TOLLGATE_TEST_S3_ENDPOINT"], let key = environment["TOLLGATE_TEST_S3_ACCESS_KEY"],
+           let secret = environment["TOLLGATE_TEST_S3_SECRET_KEY"] {
+            return S3TestBackend(endpoint: endpoint, accessKey: key, secretKey: secret, region: environment["TOLLGATE_TEST_S3_REGION"] ?? "us-east-1")
+        }
+        guard let directory = environment["TOLLGATE_CEPH_DIR"],
+              let text = try? String(contentsOfFile: directory + "/cluster.env", encoding: .utf8) else { return nil }
+        var values: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            values[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        guard let endpoint = values["RGW_ENDPOINT"], let key = values["RGW_ACCESS_KEY"], let secret = values["RGW_SECRET_KEY"] else { return nil }
+        return S3TestBackend(endpoint: endpoint, accessKey: key, secretKey: secret, region: values["RGW_REGION"] ?? "us-east-1")
+    }()
+
+    /// A store in buckets of a fresh prefix (`t` and 8 hex digits).
+    func store(minimumPartSize: Int64 = 5, maxUploadsPerBucket: Int = 1000, configure: (inout S3StoreConfiguration) -> Void = { _ in }) throws -> S3ObjectStore {
+        var configuration = S3StoreConfiguration(
+            endpoint: endpoint, region: region, accessKeyID: accessKey, secretAccessKey: secretKey,
+            bucketPrefix: "t" + Hex.encode(try Crypto.randomBytes(count: 4)) + "-",
+            minimumPartSize: minimumPartSize, backendMinimumPartSize: 1, maxUploadsPerBucket: maxUploadsPerBucket
+        )
+        configure(&configuration)
+        return try S3ObjectStore(configuration: configuration)
+    }
 }

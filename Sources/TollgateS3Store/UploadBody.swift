@@ -1,0 +1,177 @@
+import NIOCore
+import TollgateCrypto
+import TollgateSignature
+import TollgateStore
+
+/// A client's body on its way to the backend: iterated once, by the one request that sends it
+/// (`@unchecked Sendable`: the HTTP client reads it from its own task, while the store's call
+/// awaits that request, so no two tasks ever touch it at once). It counts the bytes, checks
+/// them against the announced length, and marks its source's failures (`SourceFailed`), which
+/// are the client's and not the backend's.
+final class UploadBody: @unchecked Sendable {
+    /// The bytes the body has, when announced.
+    let length: Int64?
+    private let nextBuffer: () async throws -> ByteBuffer?
+    private(set) var count: Int64 = 0
+
+    /// The body's own source failed (the client went away, or its body did not verify).
+    struct SourceFailed: Error {
+        let error: any Error
+    }
+
+    /// The body had more or fewer bytes than announced.
+    struct LengthMismatch: Error, CustomStringConvertible {
+        let announced: Int64
+        let received: Int64
+        var description: String { "the body had \(received) bytes, not the \(announced) announced" }
+    }
+
+    init<Base: AsyncSequence>(_ base: Base, length: Int64?) where Base.Element == ByteBuffer {
+        var iterator = base.makeAsyncIterator()
+        nextBuffer = { try await iterator.next() }
+        self.length = length
+    }
+
+    /// The next buffer of the source (never an empty one), or nil at its end.
+    func next() async throws -> ByteBuffer? {
+        while true {
+            let buffer: ByteBuffer?
+            do { buffer = try await nextBuffer() } catch { throw SourceFailed(error: error) }
+            guard let buffer else {
+                if let length, count != length { throw SourceFailed(error: LengthMismatch(announced: length, received: count)) }
+                return nil
+            }
+            if buffer.readableBytes == 0 { continue }
+            count += Int64(buffer.readableBytes)
+            if let length, count > length { throw SourceFailed(error: LengthMismatch(announced: length, received: count)) }
+            return buffer
+        }
+    }
+
+    /// The most of a body of unknown length that is gathered to learn its length: S3 needs a
+    /// body's length before its first byte (RGW refuses `Transfer-Encoding: chunked` with 411).
+    static let unknownLengthLimit = 8 * 1024 * 1024
+
+    /// How the body goes to the backend: streamed when its length is known; gathered (up to
+    /// `unknownLengthLimit`, then `notSupported`) when it is not.
+    func prepared() async throws -> S3Call.Body {
+        if length != nil { return .stream(self) }
+        var gathered = ByteBuffer()
+        while let buffer = try await nextUnwrapped() {
+            guard count <= Self.unknownLengthLimit else {
+                throw StoreError.notSupported("a body without Content-Length of more than \(Self.unknownLengthLimit) bytes (the storage backend needs the length first)")
+            }
+            var piece = buffer
+            gathered.writeBuffer(&piece)
+        }
+        return .bytes(gathered)
+    }
+
+    /// `next`, with the source's own failure as it was.
+    private func nextUnwrapped() async throws -> ByteBuffer? {
+        do { return try await next() } catch let failure as SourceFailed { throw failure.error }
+    }
+
+    /// The body as it is, one buffer behind its source: a buffer is handed on only once the next
+    /// one (or the source's end, with every check of the source passed) has arrived. So when the
+    /// source fails at its very end (a checksum that does not match), the last bytes are never
+    /// sent and the backend, short of the body it was promised, stores nothing.
+    func passingThrough() -> PassThrough { PassThrough(body: self) }
+
+    struct PassThrough: AsyncSequence, Sendable {
+        typealias Element = ByteBuffer
+        let body: UploadBody
+
+        struct AsyncIterator: AsyncIteratorProtocol {
+            let body: UploadBody
+            var pending: ByteBuffer?
+            var finished = false
+
+            mutating func next() async throws -> ByteBuffer? {
+                if finished { return nil }
+                if pending == nil {
+                    pending = try await body.next()
+                    if pending == nil {
+                        finished = true
+                        return nil
+                    }
+                }
+                let following = try await body.next()
+                let out = pending
+                pending = following
+                if following == nil { finished = true }
+                return out
+            }
+        }
+
+        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(body: body) }
+    }
+}
+
+/// A body as `aws-chunked` with every chunk signed (`STREAMING-AWS4-HMAC-SHA256-PAYLOAD`): the
+/// backend checks each chunk's SHA-256 and signature as it arrives, so a byte changed on the way
+/// fails the upload there. Chunks are `chunkSize` bytes but the last; the final, empty chunk is
+/// sent only after the source ended with every check passed, so a body that fails at its end is
+/// never complete at the backend.
+struct SignedChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    static let chunkSize = 128 * 1024
+    let base: UploadBody
+    let length: Int64
+    let signer: AWSChunkSigner
+
+    /// `HEX;chunk-signature=<64 hex>\r\n…\r\n` for each chunk, then the final chunk.
+    static func encodedLength(_ length: Int64) -> Int64 {
+        func chunk(_ size: Int64) -> Int64 {
+            Int64(String(size, radix: 16).utf8.count) + Int64(";chunk-signature=".utf8.count) + 64 + 2 + size + 2
+        }
+        let size = Int64(chunkSize)
+        let full = length / size
+        let rest = length % size
+        return full * chunk(size) + (rest > 0 ? chunk(rest) : 0) + chunk(0)
+    }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let base: UploadBody
+        var signer: AWSChunkSigner
+        var leftover: ByteBuffer?
+        var sourceEnded = false
+        var sentFinal = false
+
+        mutating func next() async throws -> ByteBuffer? {
+            if sentFinal { return nil }
+            var data = ByteBuffer()
+            while data.readableBytes < SignedChunks.chunkSize {
+                if leftover == nil {
+                    if sourceEnded { break }
+                    leftover = try await base.next()
+                    if leftover == nil {
+                        sourceEnded = true
+                        break
+                    }
+                }
+                if data.readableBytes == 0, leftover!.readableBytes == SignedChunks.chunkSize {
+                    data = leftover!
+                    leftover = nil
+                    break
+                }
+                if data.capacity == 0 { data.reserveCapacity(SignedChunks.chunkSize) }
+                let take = Swift.min(SignedChunks.chunkSize - data.readableBytes, leftover!.readableBytes)
+                var slice = leftover!.readSlice(length: take)!
+                data.writeBuffer(&slice)
+                if leftover!.readableBytes == 0 { leftover = nil }
+            }
+            if data.readableBytes == 0 { sentFinal = true }
+            let signature = try signer.sign(payloadSHA256: try Crypto.sha256(data.readableBytesView))
+            let header = String(data.readableBytes, radix: 16) + ";chunk-signature=" + signature + "\r\n"
+            var chunk = ByteBuffer()
+            chunk.reserveCapacity(header.utf8.count + data.readableBytes + 2)
+            chunk.writeString(header)
+            chunk.writeBuffer(&data)
+            chunk.writeString("\r\n")
+            return chunk
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base, signer: signer) }
+}
