@@ -21,6 +21,9 @@ from botocore.exceptions import ClientError
 from oss_helpers import REGION
 from s3_helpers import MiB, error_of, issued_credentials, s3_client
 
+# Runs on the local store and again on the S3 backend over RGW (conftest.BACKENDS).
+ON_RGW_TOO = True
+
 BUCKET = "tollgate"
 
 

@@ -14,6 +14,9 @@ from conftest import ROOT, ROOT_SECRET, binary
 from oss_helpers import REGION, issue, refused, sts_bucket
 from s3_helpers import ROOT_ACCESS_KEY_ID, error_of, issued_credentials, s3_client
 
+# Runs on the local store and again on the S3 backend over RGW (conftest.BACKENDS).
+ON_RGW_TOO = True
+
 BUCKET = "tollgate"
 
 

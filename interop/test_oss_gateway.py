@@ -17,17 +17,21 @@ import oss2
 import pytest
 import requests
 
-from conftest import ROOT_SECRET, Server
+from conftest import ROOT_SECRET, Server, on_backend
 from oss_helpers import (MiB, OTHER_BUCKET, REGION, ROOT_ACCESS_KEY_ID, VERSIONS, android_fetch,
                          assert_absent, boto3_client, captured_oss2_signing, http_date_of, iso_prefix,
                          issue, parse_expiration, refused, root_bucket, run_skewed_client, sts_auth, sts_bucket)
 
 
+# Runs on the local store and again on the S3 backend over RGW (conftest.BACKENDS).
+ON_RGW_TOO = True
+
+
 # MARK: Fixtures
 
 @pytest.fixture(scope="module")
-def oss_server():
-    s = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET}).start()
+def oss_server(request, backend):
+    s = on_backend(request, backend, {"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET}).start()
     try:
         root_bucket(s, OTHER_BUCKET).create_bucket()
         yield s

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, ROOT_SECRET, Server, get_json
+from conftest import on_backend, ROOT, ROOT_SECRET, Server, get_json
 
 
 def snippet(name: str) -> str:
@@ -18,9 +18,13 @@ def snippet(name: str) -> str:
     return match.group(1)
 
 
+# Runs on the local store and again on the S3 backend over RGW (conftest.BACKENDS).
+ON_RGW_TOO = True
+
+
 @pytest.fixture(scope="module")
-def server():
-    s = Server({"AccessKeySecret": ROOT_SECRET}).start()
+def server(request, backend):
+    s = on_backend(request, backend, {"AccessKeySecret": ROOT_SECRET}).start()
     yield s
     s.cleanup()
 

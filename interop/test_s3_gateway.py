@@ -32,6 +32,9 @@ from s3_helpers import (ROOT_ACCESS_KEY_ID, AwsCli, ClientError, MiB, TransferCo
                         error_of, issued_credentials, leftover_temporary_files, object_keys, root_client,
                         s3_client, sha256_file, write_random_file)
 
+# Runs on the local store and again on the S3 backend over RGW (conftest.BACKENDS).
+ON_RGW_TOO = True
+
 BUCKET = "tollgate"
 OUTSIDE = "outside-policy"
 

@@ -13,6 +13,9 @@ from botocore.exceptions import ClientError
 from conftest import ROOT_SECRET
 from s3_helpers import ROOT_ACCESS_KEY_ID, error_of, issued_credentials
 
+# Runs on the local store and again on the S3 backend over RGW (conftest.BACKENDS).
+ON_RGW_TOO = True
+
 BUCKET = "tollgate"
 
 

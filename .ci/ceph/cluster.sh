@@ -19,7 +19,10 @@
 #   CEPH_OBJECTSTORE   bluestore (default: a sparse file of CEPH_BLOCK_SIZE, data on disk) or
 #                      memstore (data in RAM, a little faster to start; bounded by CEPH_BLOCK_SIZE)
 #   CEPH_BLOCK_SIZE    bytes; default 32 GiB (sparse: only what is written takes space)
-#   RGW_PORT           the gateway's port on 127.0.0.1; default a free one
+#   RGW_PORT           the gateway's port; default a free one
+#   RGW_BIND_ADDRESS   where the gateway listens; default 127.0.0.1 (0.0.0.0 in a container)
+#   RGW_ACCESS_KEY, RGW_SECRET_KEY (or RGW_ACCESS_KEY_FILE, RGW_SECRET_KEY_FILE)
+#                      the admin user's keys; default random ones
 #   CEPH_START_TIMEOUT seconds for the whole start; default 240
 #
 # Settings that matter here, found by measurement:
@@ -147,12 +150,16 @@ mkdir -p "$DIR/mon/a" "$DIR/osd/0" "$DIR/rgw" "$DIR/run" "$DIR/log"
 FSID=$(cat /proc/sys/kernel/random/uuid)
 MON_PORT=$(free_port)
 RGW_PORT=${RGW_PORT:-$(free_port)}
+RGW_BIND_ADDRESS=${RGW_BIND_ADDRESS:-127.0.0.1}
 OBJECTSTORE=${CEPH_OBJECTSTORE:-bluestore}
 BLOCK_SIZE=${CEPH_BLOCK_SIZE:-$((32 << 30))}
 # Exactly 16 characters (RGW's STS key is an AES-128 key).
 STS_KEY=$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
-ACCESS_KEY="TGCEPH$(head -c 7 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"
-SECRET_KEY=$(head -c 30 /dev/urandom | base64 | tr -d '/+=\n' | head -c 40)
+from_file() { if [ -n "${1:-}" ]; then tr -d '\n' <"$1"; fi; }
+ACCESS_KEY=${RGW_ACCESS_KEY:-$(from_file "${RGW_ACCESS_KEY_FILE:-}")}
+SECRET_KEY=${RGW_SECRET_KEY:-$(from_file "${RGW_SECRET_KEY_FILE:-}")}
+[ -n "$ACCESS_KEY" ] || ACCESS_KEY="TGCEPH$(head -c 7 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"
+[ -n "$SECRET_KEY" ] || SECRET_KEY=$(head -c 30 /dev/urandom | base64 | tr -d '/+=\n' | head -c 40)
 
 cat >"$DIR/ceph.conf" <<EOF
 [global]
@@ -212,7 +219,7 @@ osd_op_num_threads_per_shard = 1
 
 [client.rgw]
 rgw_data = $DIR/rgw
-rgw_frontends = beast endpoint=127.0.0.1:$RGW_PORT
+rgw_frontends = beast endpoint=$RGW_BIND_ADDRESS:$RGW_PORT
 rgw_dns_name = 127.0.0.1
 rgw_sts_key = $STS_KEY
 rgw_s3_auth_use_sts = true

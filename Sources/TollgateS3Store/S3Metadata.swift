@@ -22,6 +22,9 @@ enum S3Metadata {
     static let uploadChecksumName = "tg-upck"
     static let userJSONName = "tg-md"
     static let noTypeName = "tg-noct"
+    /// The object's Content-Encoding: RGW keeps `aws-chunked` as the encoding of an object
+    /// uploaded in signed chunks, so the real one rides here too.
+    static let encodingName = "tg-ce"
 
     /// What the headers of a write carry: the metadata, and the reserved values.
     struct Reserved: Sendable, Equatable {
@@ -40,7 +43,10 @@ enum S3Metadata {
             // S3 would give it one: the gateway answers with the dialect's default instead.
             headers.append((userPrefix + noTypeName, "1"))
         }
-        if let value = metadata.contentEncoding { headers.append(("content-encoding", value)) }
+        if let value = metadata.contentEncoding {
+            headers.append(("content-encoding", value))
+            headers.append((userPrefix + encodingName, value))
+        }
         if let value = metadata.contentDisposition { headers.append(("content-disposition", value)) }
         if let value = metadata.cacheControl { headers.append(("cache-control", value)) }
         if let value = metadata.expires { headers.append(("expires", value)) }
@@ -100,6 +106,7 @@ enum S3Metadata {
         var metadata = ObjectMetadata()
         var reserved = Reserved()
         var noType = false
+        var encoding: String?
         var crc: UInt64?
         for header in headers {
             let name = header.name.lowercased()
@@ -113,6 +120,8 @@ enum S3Metadata {
             switch short {
             case noTypeName:
                 noType = true
+            case encodingName:
+                encoding = value
             case userJSONName:
                 if let bytes = Base64.decode(value), let map = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) {
                     metadata.userMetadata.merge(map) { _, given in given }
@@ -134,7 +143,11 @@ enum S3Metadata {
         }
         reserved.checksums.crc64ecma = crc
         if !noType { metadata.contentType = headers.first(name: "content-type") }
-        metadata.contentEncoding = headers.first(name: "content-encoding")
+        metadata.contentEncoding = encoding ?? headers.first(name: "content-encoding").flatMap { native in
+            // What an upload in signed chunks leaves behind is the transfer's, not the object's.
+            let rest = native.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0 != "aws-chunked" && !$0.isEmpty }
+            return rest.isEmpty ? nil : rest.joined(separator: ",")
+        }
         metadata.contentDisposition = headers.first(name: "content-disposition")
         metadata.cacheControl = headers.first(name: "cache-control")
         metadata.expires = headers.first(name: "expires")

@@ -82,8 +82,9 @@ extension S3ObjectStore {
         if try await countUploads(bucket, upTo: limit) >= limit { throw StoreError.tooManyUploads(bucket: bucket, limit: limit) }
         var stored = metadata
         stored.tags = [:]
-        var headers = S3Metadata.headers(stored, S3Metadata.Reserved(uploadChecksum: checksum))
-        if !metadata.tags.isEmpty { headers.append(("x-amz-tagging", S3Metadata.tagging(metadata.tags))) }
+        // The tags are set once the upload completes (from its record): RGW 16 keeps tags given at
+        // initiation in a form it then cannot read back.
+        let headers = S3Metadata.headers(stored, S3Metadata.Reserved(uploadChecksum: checksum))
         let reply = try await expectSuccess(S3Call(.POST, bucket: backendName, key: key, query: [("uploads", nil)], headers: headers),
                                             bucket: bucket, key: key)
         let document = try S3XML(try await reply.bytes())
@@ -147,7 +148,7 @@ extension S3ObjectStore {
         let reply = try await expectSuccess(
             S3Call(.PUT, bucket: backendName, key: key, query: [("partNumber", String(partNumber)), ("uploadId", uploadID)], headers: headers,
                    body: try await body.prepared()),
-            bucket: bucket, key: key, uploadID: uploadID)
+            sending: body, bucket: bucket, key: key, uploadID: uploadID)
         _ = try? await reply.bytes(limit: 64 * 1024)
         let etag = S3Metadata.quoted(reply.header("etag") ?? "")
         let checksums = options.bodyChecksums?() ?? options.statedChecksums
@@ -343,13 +344,15 @@ extension S3ObjectStore {
         }
         // RGW answers an empty ETag here; HEAD has it.
         var info = try await headObject(bucket: bucket, key: key)
-        if checksums != .none {
-            var stored = record.metadata
-            stored.tags = [:]
-            if await amend(backendName: backendName, bucket: bucket, key: key, etag: info.etag, metadata: stored,
-                           reserved: S3Metadata.Reserved(checksums: checksums)) != nil {
-                info = try await headObject(bucket: bucket, key: key)
-            }
+        var stored = record.metadata
+        stored.tags = [:]
+        if checksums != .none,
+           await amend(backendName: backendName, bucket: bucket, key: key, etag: info.etag, metadata: stored,
+                       reserved: S3Metadata.Reserved(checksums: checksums), tags: record.metadata.tags) != nil {
+            info = try await headObject(bucket: bucket, key: key)
+        } else if !record.metadata.tags.isEmpty {
+            try await setObjectTags(bucket: bucket, key: key, tags: record.metadata.tags)
+            info = try await headObject(bucket: bucket, key: key)
         }
         try? await writeSystemJSON(CompletedRecord(bucket: bucket, key: key, etag: info.etag), Self.uploadPrefix(uploadID) + "done")
         await forget(uploadID)

@@ -27,7 +27,7 @@ extension S3ObjectStore {
         if let md5 = options.expectedMD5 { headers.append(("content-md5", Base64.encode(md5))) }
         let upload = UploadBody(body, length: options.contentLength)
         let reply = try await expectSuccess(S3Call(.PUT, bucket: backendName, key: key, headers: headers, body: try await upload.prepared()),
-                                            bucket: bucket, key: key)
+                                            sending: upload, bucket: bucket, key: key)
         _ = try? await reply.bytes(limit: 64 * 1024)
         var etag = S3Metadata.quoted(reply.header("etag") ?? "")
         var modified = Self.answerDate(reply)
@@ -36,7 +36,7 @@ extension S3ObjectStore {
         stored.tags = [:]
         if checksums != options.statedChecksums,
            let amended = await amend(backendName: backendName, bucket: bucket, key: key, etag: etag, metadata: stored,
-                                     reserved: S3Metadata.Reserved(checksums: checksums)) {
+                                     reserved: S3Metadata.Reserved(checksums: checksums), tags: metadata.tags) {
             (etag, modified) = amended
         }
         return ObjectInfo(bucket: bucket, key: key, size: upload.count, etag: etag, lastModified: modified, metadata: stored,
@@ -44,16 +44,18 @@ extension S3ObjectStore {
     }
 
     /// Rewrites an object's metadata with `reserved` by a copy onto itself, only while its ETag is
-    /// `etag`; the copy keeps its bytes, ETag and tags. Returns the copy's ETag and time, or nil
-    /// when it did not happen (the object changed meanwhile, or the backend failed: logged).
+    /// `etag`; the copy keeps its bytes and ETag, and gets `tags` again (RGW 16 drops an object's
+    /// tags when a copy replaces its metadata). Returns the copy's ETag and time, or nil when it
+    /// did not happen (the object changed meanwhile, or the backend failed: logged).
     func amend(backendName: String, bucket: String, key: String, etag: String, metadata: ObjectMetadata,
-               reserved: S3Metadata.Reserved) async -> (etag: String, modified: Date)? {
+               reserved: S3Metadata.Reserved, tags: [String: String]) async -> (etag: String, modified: Date)? {
         var headers = S3Metadata.headers(metadata, reserved)
         headers += [("x-amz-copy-source", Self.copySource(backendName, key)), ("x-amz-metadata-directive", "REPLACE"),
                     ("x-amz-copy-source-if-match", Self.backendETags(etag)), ("x-amz-copy-if-match", Self.backendETags(etag))]
         do {
             let document = try await xml(S3Call(.PUT, bucket: backendName, key: key, headers: headers, idempotent: true), bucket: bucket, key: key)
             let copied = document.text(document.root, "ETag").map(S3Metadata.quoted) ?? etag
+            if !tags.isEmpty { try await setObjectTags(bucket: bucket, key: key, tags: tags) }
             return (copied, S3XML.date(document.text(document.root, "LastModified")))
         } catch StoreError.preconditionFailed {
             return nil
@@ -283,7 +285,7 @@ extension S3ObjectStore {
         let upload = UploadBody(body, length: options.contentLength)
         let reply = try await expectSuccess(
             S3Call(.PUT, bucket: backendName, key: key, query: [("append", nil), ("position", String(position))], headers: headers, body: try await upload.prepared()),
-            bucket: bucket, key: key)
+            sending: upload, bucket: bucket, key: key)
         _ = try? await reply.bytes(limit: 64 * 1024)
         let size = reply.header("x-rgw-next-append-position").flatMap { Int64($0) } ?? position + upload.count
         let appended = options.bodyChecksums?() ?? .none

@@ -131,6 +131,26 @@ public final class S3ObjectStore: ObjectStore {
         return reply
     }
 
+    /// Sends `call`, whose body is the client's `upload`, and throws the refusal unless the answer
+    /// is a success. When the backend answers before it had the whole body (or not at all), the
+    /// rest of the client's body is drained first (`UploadBody.drain`).
+    func expectSuccess(_ call: S3Call, sending upload: UploadBody, bucket: String? = nil, key: String? = nil,
+                       uploadID: String? = nil) async throws -> S3Reply {
+        let reply: S3Reply
+        do {
+            reply = try await transport.send(call)
+        } catch {
+            await upload.drain()
+            throw error
+        }
+        guard reply.ok else {
+            await upload.drain()
+            throw await refusal(reply, bucket: bucket, key: key, uploadID: uploadID)
+        }
+        await upload.drain()
+        return reply
+    }
+
     /// Sends `call`, expecting a success whose body is not needed.
     func perform(_ call: S3Call, bucket: String? = nil, key: String? = nil, uploadID: String? = nil) async throws {
         let reply = try await expectSuccess(call, bucket: bucket, key: key, uploadID: uploadID)
@@ -284,7 +304,11 @@ public final class S3ObjectStore: ObjectStore {
     public func objectTags(bucket: String, key: String) async throws -> [String: String] {
         let backendName = try backend(bucket)
         try StoreNames.validateKey(key)
-        let document = try await xml(S3Call(.GET, bucket: backendName, key: key, query: [("tagging", "")]), bucket: bucket, key: key)
+        let reply = try await expectSuccess(S3Call(.GET, bucket: backendName, key: key, query: [("tagging", "")]), bucket: bucket, key: key)
+        let bytes = try await reply.bytes()
+        // RGW 16 answers an empty body for an object without a tag set of its own.
+        guard !bytes.isEmpty else { return [:] }
+        let document = try S3XML(bytes)
         var tags: [String: String] = [:]
         if let set = document.child(document.root, "TagSet") {
             for tag in document.children(set, "Tag") {

@@ -289,6 +289,9 @@ final class S3Transport: Sendable {
         case .stream(let body):
             if configuration.signsPayload, let length = body.length {
                 payloadHash = S3RequestSigner.streamingPayload
+                // RGW takes a body in signed chunks only under `Content-Encoding: aws-chunked` alone
+                // (and keeps it as the object's): the object's own encoding rides in its reserved
+                // metadata (`S3Metadata.encodingName`).
                 signed.add(name: "content-encoding", value: "aws-chunked")
                 signed.add(name: "x-amz-decoded-content-length", value: String(length))
                 chunked = (body, length)
@@ -297,7 +300,7 @@ final class S3Transport: Sendable {
             }
         }
         signed.add(name: "x-amz-content-sha256", value: payloadHash)
-        for (name, value) in call.headers { signed.add(name: name, value: value) }
+        for (name, value) in call.headers where !(chunked != nil && name == "content-encoding") { signed.add(name: name, value: value) }
         let (authorization, signature) = try signer.sign(method: call.method.rawValue, rawPath: rawPath, rawQuery: rawQuery,
                                                          headers: signed, payloadHash: payloadHash, timestamp: timestamp)
         for field in signed.fields where field.name != "host" { request.headers.add(name: field.name, value: field.value) }

@@ -1,4 +1,5 @@
 import NIOCore
+import Synchronization
 import TollgateCrypto
 import TollgateSignature
 import TollgateStore
@@ -14,6 +15,16 @@ final class UploadBody: @unchecked Sendable {
     private let nextBuffer: () async throws -> ByteBuffer?
     private(set) var count: Int64 = 0
 
+    /// Whether a read of the source is under way, who waits for it to end, whether the source
+    /// ended, and whether the request gave up on the body (`drain`).
+    private struct State {
+        var reading = false
+        var waiter: CheckedContinuation<Void, Never>?
+        var ended = false
+        var abandoned = false
+    }
+    private let state = Mutex(State())
+
     /// The body's own source failed (the client went away, or its body did not verify).
     struct SourceFailed: Error {
         let error: any Error
@@ -26,17 +37,70 @@ final class UploadBody: @unchecked Sendable {
         var description: String { "the body had \(received) bytes, not the \(announced) announced" }
     }
 
+    /// The source's iterator is made at the first read, not before: a request that fails before
+    /// it sends any byte leaves the client's body unread, for the server to drain (an iterator
+    /// made and dropped would leave it nothing to drain with).
     init<Base: AsyncSequence>(_ base: Base, length: Int64?) where Base.Element == ByteBuffer {
-        var iterator = base.makeAsyncIterator()
-        nextBuffer = { try await iterator.next() }
+        var iterator: Base.AsyncIterator?
+        nextBuffer = {
+            if iterator == nil { iterator = base.makeAsyncIterator() }
+            return try await iterator!.next()
+        }
         self.length = length
+    }
+
+    /// The request stopped reading the body: the backend answered before it had it all (an
+    /// error), or did not answer. The server must not answer while a read of the client's body is
+    /// under way (its own drain of the connection would read at the same time), so this waits for
+    /// such a read to end, then reads and drops the rest of the body, as a server does with the
+    /// body of a request it refuses.
+    func drain() async {
+        let reading: Bool = state.withLock { state in
+            state.abandoned = true
+            return state.reading
+        }
+        if reading {
+            await withCheckedContinuation { continuation in
+                let ready: Bool = state.withLock { state in
+                    guard state.reading else { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        }
+        while !state.withLock({ $0.ended }) {
+            guard (try? await read()) != nil else { return }
+        }
+    }
+
+    /// One read of the source, marked as under way.
+    private func read() async throws -> ByteBuffer? {
+        state.withLock { $0.reading = true }
+        defer {
+            let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+                state.reading = false
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+        do {
+            let buffer = try await nextBuffer()
+            if buffer == nil { state.withLock { $0.ended = true } }
+            return buffer
+        } catch {
+            state.withLock { $0.ended = true }
+            throw error
+        }
     }
 
     /// The next buffer of the source (never an empty one), or nil at its end.
     func next() async throws -> ByteBuffer? {
         while true {
+            if state.withLock({ $0.abandoned }) { throw SourceFailed(error: CancellationError()) }
             let buffer: ByteBuffer?
-            do { buffer = try await nextBuffer() } catch { throw SourceFailed(error: error) }
+            do { buffer = try await read() } catch { throw SourceFailed(error: error) }
             guard let buffer else {
                 if let length, count != length { throw SourceFailed(error: LengthMismatch(announced: length, received: count)) }
                 return nil
@@ -52,10 +116,15 @@ final class UploadBody: @unchecked Sendable {
     /// body's length before its first byte (RGW refuses `Transfer-Encoding: chunked` with 411).
     static let unknownLengthLimit = 8 * 1024 * 1024
 
-    /// How the body goes to the backend: streamed when its length is known; gathered (up to
-    /// `unknownLengthLimit`, then `notSupported`) when it is not.
+    /// Bodies up to this size are gathered and sent in one piece, signed with their SHA-256 (an
+    /// empty aws-chunked body is refused by RGW), and sent again when the request is retried.
+    static let smallBody: Int64 = 128 * 1024
+
+    /// How the body goes to the backend: streamed when its length is known and more than
+    /// `smallBody`; gathered when it is small or of unknown length (up to `unknownLengthLimit`,
+    /// then `notSupported`).
     func prepared() async throws -> S3Call.Body {
-        if length != nil { return .stream(self) }
+        if let length, length > Self.smallBody { return .stream(self) }
         var gathered = ByteBuffer()
         while let buffer = try await nextUnwrapped() {
             guard count <= Self.unknownLengthLimit else {

@@ -50,7 +50,7 @@ struct AdminController: Sendable {
             throw TokenEndpointError(.badRequest, code: "InvalidParameterValue", message: error.description)
         }
         let entry: Revocation
-        do { entry = try await revocations.revokeOffloaded(kind, value, now: clock()) } catch {
+        do { entry = try await revocations.record(kind, value, now: clock()) } catch {
             context.logger.error("revocation not recorded", metadata: ["revocation.error": "\(error)"])
             throw TokenEndpointError(.internalServerError, code: "InternalError", message: "The revocation could not be recorded")
         }

@@ -35,7 +35,7 @@ public struct TollgateConfig: Sendable {
         "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
         "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "IdleTimeoutSeconds",
         "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication", "RateLimits", "CreatePolicyBuckets",
-        "TLS", "GatewayTLS", "TrustedProxies", "CORS", "Upstreams", "AssumeRoleArn",
+        "TLS", "GatewayTLS", "TrustedProxies", "CORS", "Upstreams", "AssumeRoleArn", "Storage",
     ]
     /// The keys read only at start-up: a reload that changes one logs it as needing a restart,
     /// and the running value stays in force; every other key applies on reload. This is the one
@@ -53,6 +53,8 @@ public struct TollgateConfig: Sendable {
         // on their own (TLSReloader).
         ("TLS", { $0.tls = $1.tls }),
         ("GatewayTLS", { $0.gatewayTLS = $1.gatewayTLS }),
+        // The object store is opened once.
+        ("Storage", { $0.storage = $1.storage }),
     ]
     public static let minimumTokenLifetime = 900
     public static let maximumTokenLifetime = 43200
@@ -227,6 +229,7 @@ public struct TollgateConfig: Sendable {
             throw ConfigError(file: path, "TrustedProxies: \"\(error.entry)\" is not an IP address or CIDR range (like \"10.0.0.0/8\" or \"fd00::/8\")")
         }
         config.cors = try CORSSettings.parse(object["CORS"], file: path)
+        config.storage = try StorageSettings.parse(object["Storage"], file: path, resolve: resolve, environment: environment)
         config.createPolicyBuckets = try reader.bool("CreatePolicyBuckets", default: true)
         config.members = object
         let (upstream, unknownRoleKeys) = try parseUpstreams(object, path: path, roles: Set(roles.keys), resolve: resolve,
@@ -249,6 +252,9 @@ public struct TollgateConfig: Sendable {
         if let data = environment["TOLLGATE_DATA_DIR"], !data.isEmpty { config.dataDirectory = data }
         if !config.accessKeySecret.isEmpty {
             try config.checkSecret(config.accessKeySecret, name: secretSource, hint: " (leave it empty to generate one, or set DevelopmentMode)")
+        } else if case .s3 = config.storage.backend {
+            // A secret generated into one instance's data directory would sign tokens no other instance accepts.
+            throw ConfigError(file: path, "with Storage.Backend \"s3\", AccessKeySecret (or TOLLGATE_ACCESS_KEY_SECRET) must be set: every instance verifies tokens with the same root secret")
         }
         // Every secret that verifies tokens must be as strong as the one that signs them.
         for (index, secret) in config.previousAccessKeySecrets.enumerated() {

@@ -1,6 +1,7 @@
 import Foundation
 import NIOPosix
 import Synchronization
+import TollgateStore
 import TollgateToken
 
 #if canImport(Glibc)
@@ -17,7 +18,8 @@ public struct RevocationStoreError: Error, CustomStringConvertible, Sendable {
     public var description: String { "\(path): \(message)" }
 }
 
-/// The revocations in force, kept durably in `DataDirectory/revocations.json`.
+/// The revocations in force, kept durably in `DataDirectory/revocations.json`, or, with the s3
+/// storage backend, in the backend (`SharedDocuments`), where every instance reads them.
 ///
 /// Every writer (the `tollgate token revoke` command, the admin endpoint) takes an exclusive
 /// `flock` on `revocations.json.lock`, re-reads the file, adds its entry, drops entries whose
@@ -25,6 +27,11 @@ public struct RevocationStoreError: Error, CustomStringConvertible, Sendable {
 /// fsync of the directory; mode 0600). So the command may write while the server runs, and a
 /// crash leaves the old list or the new one. The server notices a replaced file by its inode,
 /// size and modification time (`RevocationWatcher`) and swaps the list it checks.
+///
+/// Shared (`init(shared:)`): the list is the backend's document `revocations.json`. A writer
+/// reads it, adds its entry, prunes, and writes it back only if no other instance wrote in
+/// between (a conditional write; on a conflict it starts over); every instance reads it again
+/// every second with a conditional GET (`refresh`), which costs no transfer while it is unchanged.
 public final class RevocationStore: Sendable {
     public static let fileName = "revocations.json"
 
@@ -32,6 +39,83 @@ public final class RevocationStore: Sendable {
     /// The longest a token lives; an entry is dropped that long after its revocation.
     public let maxTokenLifetime: Int64
     private let state: Mutex<(list: RevocationList, stamp: FileStamp?)>
+    /// The backend's document, when the list is shared, and the version of it in force.
+    private let shared: (any SharedDocuments)?
+    private let version = Mutex<String?>(nil)
+
+    /// The list shared by every instance through the storage backend, empty until `refresh`.
+    public init(shared documents: any SharedDocuments, maxTokenLifetime: Int = TollgateConfig.maximumTokenLifetime) {
+        path = "storage backend: " + Self.fileName
+        self.maxTokenLifetime = Int64(maxTokenLifetime)
+        state = Mutex((RevocationList(), nil))
+        shared = documents
+    }
+
+    /// Whether the list is the storage backend's, shared by every instance.
+    public var isShared: Bool { shared != nil }
+
+    /// Records a revocation at `now`: in the file (`revokeOffloaded`), or in the backend's document.
+    public func record(_ kind: RevocationKind, _ value: String, now: Date) async throws(RevocationStoreError) -> Revocation {
+        guard let shared else { return try await revokeOffloaded(kind, value, now: now) }
+        do { try Revocation.validate(kind: kind, value: value) } catch {
+            throw RevocationStoreError(path: path, message: "\(error)")
+        }
+        let nowSeconds = Int64(now.timeIntervalSince1970.rounded(.down))
+        for _ in 0..<20 {
+            do {
+                var list = RevocationList()
+                var current: String?
+                if case .document(let bytes, let found) = try await shared.read(Self.fileName, ifChangedFrom: nil) {
+                    list = try RevocationList.decode(Data(bytes))
+                    current = found
+                }
+                let entry = list.add(Revocation(kind: kind, value: value, revokedAt: nowSeconds))
+                list = list.pruned(now: nowSeconds, maxTokenLifetime: maxTokenLifetime)
+                let written = try await shared.write(Self.fileName, Array(list.encoded()), replacing: current)
+                state.withLock { $0.list = list }
+                version.withLock { $0 = written }
+                return entry
+            } catch StoreError.preconditionFailed {
+                // Another instance wrote first: read its list and add to it.
+                try? await Task.sleep(for: .milliseconds(Int.random(in: 10...50)))
+                continue
+            } catch let error as RevocationStoreError {
+                throw error
+            } catch {
+                throw RevocationStoreError(path: path, message: "\(error)")
+            }
+        }
+        throw RevocationStoreError(path: path, message: "other instances kept writing the list; try again")
+    }
+
+    /// Reads the list again when it changed (the file replaced, the backend's document
+    /// rewritten). Returns true when the list changed; on an error the list in force stays.
+    @discardableResult
+    public func refresh() async throws(RevocationStoreError) -> Bool {
+        guard let shared else { return try reloadIfChanged() }
+        let read: SharedDocumentRead
+        do { read = try await shared.read(Self.fileName, ifChangedFrom: version.withLock { $0 }) } catch {
+            throw RevocationStoreError(path: path, message: "\(error)")
+        }
+        let list: RevocationList
+        switch read {
+        case .unchanged:
+            return false
+        case .absent:
+            list = RevocationList()
+            version.withLock { $0 = nil }
+        case .document(let bytes, let found):
+            do { list = try RevocationList.decode(Data(bytes)) } catch {
+                throw RevocationStoreError(path: path, message: "\(error)")
+            }
+            version.withLock { $0 = found }
+        }
+        return state.withLock { current in
+            let changed = current.list != list
+            current.list = list
+            return changed
+        }
+    }
 
     struct FileStamp: Equatable, Sendable {
         var inode: UInt64
@@ -49,6 +133,7 @@ public final class RevocationStore: Sendable {
         let stamp = Self.stamp(path)
         let list = try Self.read(path)
         state = Mutex((list, stamp))
+        shared = nil
     }
 
     /// The list in force.

@@ -1,10 +1,12 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
-/// Picks up revocations written by another process (`tollgate token revoke`): checks the
-/// revocation file's inode, size and modification time every `interval`, and on SIGHUP. A file
-/// that cannot be read or parsed is logged and the revocations in force stay.
+/// Picks up revocations written by another process (`tollgate token revoke`) or, with a shared
+/// list, another instance: checks the revocation file's inode, size and modification time, or
+/// the backend's document with a conditional GET, every `interval`, and on SIGHUP. A list that
+/// cannot be read or parsed is logged (once until it reads again) and the revocations in force stay.
 public struct RevocationWatcher: Service {
     let store: RevocationStore
     let logger: Logger
@@ -17,16 +19,27 @@ public struct RevocationWatcher: Service {
     }
 
     public func run() async throws {
-        await runReloadLoop(every: interval, poll: { reload(reason: "file changed") }, onSignal: { reload(reason: "SIGHUP") })
+        await runReloadLoop(every: interval, poll: { await reload(reason: "changed") }, onSignal: { await reload(reason: "SIGHUP") })
     }
 
-    func reload(reason: String) {
+    /// A shared list that cannot be read (the backend is down) is logged when that starts and when it ends.
+    private let failing = Failing()
+
+    final class Failing: Sendable {
+        let value = Atomic<Bool>(false)
+    }
+
+    func reload(reason: String) async {
         do {
-            if try store.reloadIfChanged() {
+            if try await store.refresh() {
                 logger.info("revocations reloaded", metadata: ["revocation.reason": "\(reason)", "revocation.count": "\(store.list.count)"])
             }
+            if failing.value.exchange(false, ordering: .relaxed) {
+                logger.notice("revocations readable again", metadata: ["revocation.count": "\(store.list.count)"])
+            }
         } catch {
-            logger.error("revocation file refused, keeping the revocations in force", metadata: ["revocation.error": "\(error)"])
+            if store.isShared, failing.value.exchange(true, ordering: .relaxed) { return }
+            logger.error("revocations cannot be read, keeping the revocations in force", metadata: ["revocation.error": "\(error)"])
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import TollgateLocalStore
+import TollgateS3Store
 import TollgateStore
 
 /// config.json's `Storage` section: where objects are stored. Read once, at start-up.
@@ -53,10 +54,20 @@ public struct S3Settings: Sendable, Equatable, CustomStringConvertible {
     public var requestTimeoutSeconds: Int
     /// How long a connection to the backend may take to open.
     public var connectTimeoutSeconds: Int
+    /// The smallest part (but the last) the backend accepts in a multipart upload: 5 MiB for AWS
+    /// S3 and RGW's default; the gateway applies each dialect's own minimum too (S3 5 MiB, OSS
+    /// 100 KiB), so OSS clients' small parts need a backend that accepts them (RGW:
+    /// `rgw_multipart_min_part_size`).
+    public var backendMinimumPartSize: Int64
+    /// The backend has appendable objects (Ceph RGW); without them AppendObject is NotImplemented.
+    public var appendableObjects: Bool
+    /// Sign every chunk of uploads (the backend verifies each byte); false: `UNSIGNED-PAYLOAD`.
+    public var signsPayload: Bool
 
     public init(endpoint: String, region: String = "us-east-1", pathStyle: Bool = true, accessKeyID: String, secretAccessKey: String,
                 bucketPrefix: String = "", systemBucket: String? = nil, caFile: String? = nil,
-                requestTimeoutSeconds: Int = 30, connectTimeoutSeconds: Int = 5) {
+                requestTimeoutSeconds: Int = 30, connectTimeoutSeconds: Int = 5, backendMinimumPartSize: Int64 = 5 * 1024 * 1024,
+                appendableObjects: Bool = true, signsPayload: Bool = true) {
         self.endpoint = endpoint
         self.region = region
         self.pathStyle = pathStyle
@@ -67,11 +78,14 @@ public struct S3Settings: Sendable, Equatable, CustomStringConvertible {
         self.caFile = caFile
         self.requestTimeoutSeconds = requestTimeoutSeconds
         self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.backendMinimumPartSize = backendMinimumPartSize
+        self.appendableObjects = appendableObjects
+        self.signsPayload = signsPayload
     }
 
     /// For logs: everything but the keys.
     public var description: String {
-        "S3Settings(endpoint: \(endpoint), region: \(region), pathStyle: \(pathStyle), bucketPrefix: \"\(bucketPrefix)\", systemBucket: \(systemBucket))"
+        "S3Settings(endpoint: \(endpoint), region: \(region), pathStyle: \(pathStyle), bucketPrefix: \"\(bucketPrefix)\", systemBucket: \(systemBucket), keys: redacted)"
     }
 }
 
@@ -96,8 +110,28 @@ public enum StoreFactory {
             logger.info("object store opened", metadata: ["store.backend": "local", "store.directory": "\(dataDirectory)/store",
                                                           "store.recovery": "\(store.recovery)"])
             return store
-        case .s3:
-            throw StoreError.notSupported("the s3 backend is not built in")
+        case .s3(let s3):
+            let store = try S3ObjectStore(configuration: S3StoreConfiguration(
+                endpoint: s3.endpoint, region: s3.region, pathStyle: s3.pathStyle, accessKeyID: s3.accessKeyID,
+                secretAccessKey: s3.secretAccessKey, bucketPrefix: s3.bucketPrefix, systemBucket: s3.systemBucket, caFile: s3.caFile,
+                requestTimeout: .seconds(s3.requestTimeoutSeconds), connectTimeout: .seconds(s3.connectTimeoutSeconds),
+                backendMinimumPartSize: s3.backendMinimumPartSize, appendableObjects: s3.appendableObjects,
+                maxUploadsPerBucket: maxUploadsPerBucket, signsPayload: s3.signsPayload
+            ), logger: logger)
+            do {
+                try await store.open()
+            } catch StoreError.backendUnavailable(let reason), StoreError.backendTimeout(let reason) {
+                // A stateless instance may start before its backend: it answers 503 until the
+                // backend answers (and /healthz says so).
+                logger.warning("storage backend unreachable at start-up; requests are answered 503 until it answers",
+                               metadata: ["store.backend": "s3", "store.endpoint": "\(s3.endpoint)", "store.error": "\(reason)"])
+            } catch {
+                try? await store.close()
+                throw error
+            }
+            logger.info("object store opened", metadata: ["store.backend": "s3", "store.endpoint": "\(s3.endpoint)",
+                                                          "store.bucket_prefix": "\(s3.bucketPrefix)", "store.system_bucket": "\(s3.systemBucket)"])
+            return store
         }
     }
 }

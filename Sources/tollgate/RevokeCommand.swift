@@ -2,7 +2,10 @@ import ArgumentParser
 import Foundation
 import TollgateDates
 import TollgateJSON
+import Logging
 import TollgateServer
+import TollgateStorage
+import TollgateStore
 import TollgateToken
 
 extension TokenCommand {
@@ -39,9 +42,24 @@ extension TokenCommand {
                 printError("tollgate: \(error)")
                 throw ExitCode(2)
             }
-            let store = try openRevocationsOrExit(config)
+            let store: RevocationStore
+            var objects: (any ObjectStore)?
+            if case .s3 = config.storage.backend {
+                // The instances' shared list, in the storage backend.
+                do {
+                    objects = try await StoreFactory.open(config.storage, dataDirectory: config.dataDirectory,
+                                                          maxUploadsPerBucket: config.maxMultipartUploadsPerBucket, logger: Logger(label: "tollgate"))
+                } catch {
+                    printError("tollgate: cannot open the object store: \(error)")
+                    throw ExitCode(1)
+                }
+                store = RevocationStore(shared: objects!.sharedDocuments!)
+            } else {
+                store = try openRevocationsOrExit(config)
+            }
             do {
-                let entry = try store.revoke(kind, value, now: Date())
+                let entry = try await store.record(kind, value, now: Date())
+                try? await objects?.close()
                 var json = JSONObjectWriter()
                 json.add("Type", entry.kind.rawValue)
                 json.add("Value", entry.value)
@@ -50,6 +68,7 @@ extension TokenCommand {
                 json.add("File", store.path)
                 print(json.finish())
             } catch {
+                try? await objects?.close()
                 printError("tollgate: cannot record the revocation: \(error)")
                 throw ExitCode(1)
             }

@@ -82,8 +82,10 @@ struct ServeCommand: AsyncParsableCommand {
         }
 
         var state = TollgateState(snapshot)
-        let revocations = try openRevocationsOrExit(config)
-        state.revocations = revocations
+        // The data directory holds the token audit file (and, with the local backend, the store and
+        // the revocations); with the s3 backend nothing else, so it may not exist yet.
+        try? FileManager.default.createDirectory(atPath: config.dataDirectory, withIntermediateDirectories: true,
+                                                 attributes: [.posixPermissions: 0o700])
         let tokenAudit = TokenAuditLog(dataDirectory: config.dataDirectory, logger: logger)
         state.tokenAudit = tokenAudit
         let store: any ObjectStore
@@ -95,6 +97,18 @@ struct ServeCommand: AsyncParsableCommand {
             printError("tollgate: cannot open the object store (\(config.storage.name)\(config.storage.backend == .local ? " in \(config.dataDirectory)" : "")): \(error)")
             throw ExitCode(2)
         }
+        // Revocations live where every instance sees them: in the storage backend when it is
+        // shared, else in the data directory.
+        let revocations: RevocationStore
+        if let shared = store.sharedDocuments {
+            revocations = RevocationStore(shared: shared)
+            do { try await revocations.refresh() } catch {
+                logger.error("revocations cannot be read yet; they apply once the storage backend answers", metadata: ["revocation.error": "\(error)"])
+            }
+        } else {
+            revocations = try openRevocationsOrExit(config)
+        }
+        state.revocations = revocations
         state.store = store
         await createRequiredBuckets(snapshot, store: store, logger: logger)
         let tokenApp = try buildTokenApplication(state: state, certificates: tokenCertificates, metrics: registry, logger: logger)

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+import TollgateStore
 import TollgateToken
 @testable import TollgateServer
 
@@ -109,4 +110,72 @@ private func claims(subject: String?, iat: Date = t0, role: String = "default") 
     #expect(state.revocations?.list.isEmpty == true)
     #expect(log.all.filter { $0.contains("admin request refused") }.count == 2)
     #expect(!log.text.contains("Signature=00"))
+}
+
+/// The backend's documents, in memory, with versions and conditional writes as the S3 store
+/// keeps them; `interfere` runs before each write (another instance writing first).
+final class SharedDocumentsTwin: SharedDocuments, @unchecked Sendable {
+    private let lock = NSLock()
+    private var documents: [String: (bytes: [UInt8], version: String)] = [:]
+    private var versions = 0
+    var interfere: (() -> Void)?
+    private(set) var reads = 0
+
+    func read(_ name: String, ifChangedFrom version: String?) async throws -> SharedDocumentRead {
+        lock.withLock {
+            reads += 1
+            guard let document = documents[name] else { return .absent }
+            return document.version == version ? .unchanged : .document(bytes: document.bytes, version: document.version)
+        }
+    }
+
+    /// Another instance's write, as it lands.
+    func put(_ name: String, _ bytes: [UInt8]) {
+        lock.withLock {
+            versions += 1
+            documents[name] = (bytes, "\"v\(versions)\"")
+        }
+    }
+
+    func write(_ name: String, _ bytes: [UInt8], replacing version: String?) async throws -> String {
+        let interference = lock.withLock { () -> (() -> Void)? in
+            defer { interfere = nil }
+            return interfere
+        }
+        interference?()
+        return try lock.withLock {
+            guard documents[name]?.version == version else { throw StoreError.preconditionFailed }
+            versions += 1
+            documents[name] = (bytes, "\"v\(versions)\"")
+            return "\"v\(versions)\""
+        }
+    }
+}
+
+/// Revocations in the storage backend: one instance records, the others see it at their next
+/// refresh (a conditional read that costs nothing while nothing changed), and two instances
+/// recording at once both land.
+@Test func sharedRevocationsReachEveryInstanceAndNoWriteIsLost() async throws {
+    let backend = SharedDocumentsTwin()
+    let a = RevocationStore(shared: backend)
+    let b = RevocationStore(shared: backend)
+    #expect(try await b.refresh() == false)
+    _ = try await a.record(.subject, "alice", now: t0)
+    #expect(a.match(claims(subject: "alice"))?.kind == .subject)
+    #expect(b.match(claims(subject: "alice")) == nil)
+    #expect(try await b.refresh() == true)
+    #expect(b.match(claims(subject: "alice"))?.kind == .subject)
+    #expect(try await b.refresh() == false, "unchanged")
+
+    // B records while another instance's write lands first: B reads again and adds to it.
+    var other = a.list
+    other.add(Revocation(kind: .role, value: "read", revokedAt: Int64(t0.timeIntervalSince1970)))
+    let written = Array(try other.encoded())
+    backend.interfere = { backend.put(RevocationStore.fileName, written) }
+    _ = try await b.record(.subject, "bob", now: t0)
+    #expect(try await a.refresh() == true)
+    for store in [a, b] {
+        #expect(store.match(claims(subject: "alice")) != nil && store.match(claims(subject: "bob")) != nil)
+        #expect(store.match(claims(subject: "carol", role: "read")) != nil)
+    }
 }

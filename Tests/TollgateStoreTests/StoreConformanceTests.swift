@@ -401,6 +401,11 @@ private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ r
         #expect(try await store.getObject(bucket: "sums", key: "k").info.checksums == put.checksums)
         try await store.setObjectTags(bucket: "sums", key: "k", tags: ["t": "1"])
         #expect(try await store.headObject(bucket: "sums", key: "k").checksums == put.checksums)
+        // Tags given with the write stay with it when the checksums are known only after the body.
+        _ = try await store.putObject(bucket: "sums", key: "tagged", body: body("hello"), metadata: ObjectMetadata(tags: ["t": "2"]),
+                                      options: try Self.writing("hello"))
+        #expect(try await store.objectTags(bucket: "sums", key: "tagged") == ["t": "2"])
+        #expect(try await store.headObject(bucket: "sums", key: "tagged").checksums == (try Self.checksums("hello")))
         // Without them, none.
         #expect(try await store.putObject(bucket: "sums", key: "plain", body: body("x")).checksums == .none)
         // A copy has the same bytes: the same checksums.
@@ -468,6 +473,12 @@ private func text(_ store: any ObjectStore, _ bucket: String, _ key: String, _ r
         let fullObject = try await store.completeMultipartUpload(bucket: "sums", key: "full", uploadID: full.uploadID, parts: listed(fullParts),
                                                                  options: CompleteOptions(expectedChecksum: expected.additional))
         #expect(fullObject.checksums == expected)
+        // Tags given at initiation are the object's once it completes.
+        let tagged = try await store.createMultipartUpload(bucket: "sums", key: "tagged-mp", metadata: ObjectMetadata(tags: ["m": "1"]), checksum: nil)
+        let taggedPart = try await store.uploadPart(bucket: "sums", key: "tagged-mp", uploadID: tagged.uploadID, partNumber: 1, body: body("p"),
+                                                    options: try Self.writing("p"))
+        _ = try await store.completeMultipartUpload(bucket: "sums", key: "tagged-mp", uploadID: tagged.uploadID, parts: listed([taggedPart]))
+        #expect(try await store.objectTags(bucket: "sums", key: "tagged-mp") == ["m": "1"])
 
         // A part with another algorithm than its upload's is refused; one without any leaves the
         // object without the upload's checksum.
