@@ -189,7 +189,7 @@ if Context.environment["TOLLGATE_FUZZ"] != nil {
         ("FuzzUpstream", ["TollgateUpstream", "TollgatePolicy"]),
         // The gateway's connection: NIO's decoder, HTTP1Codec, GatewayFastPath (internal types,
         // so TollgateServer is built for testing in fuzz builds only).
-        ("FuzzHTTP1", ["TollgateServer", "TollgateStore", .product(name: "NIOEmbedded", package: "swift-nio")]),
+        ("FuzzHTTP1", ["TollgateServer", "TollgateStore", "TollgateMemoryStore", .product(name: "NIOEmbedded", package: "swift-nio")]),
     ]
     package.targets.first { $0.name == "TollgateServer" }?.swiftSettings?.append(.unsafeFlags(["-enable-testing"]))
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["TollgateSignature"], path: "fuzz/FuzzSupport",

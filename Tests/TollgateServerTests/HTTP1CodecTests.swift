@@ -392,6 +392,8 @@ func theCodecEndsTheConnectionsThatMustEnd(_ exchange: Persistence) throws {
     #expect(bytes == exchange.wire)
     #expect(!channel.isActive == exchange.closes)
     _ = try? channel.finish()
+}
+
 /// Closes its descriptor when the last region that holds it is gone (what the local store's open files do).
 final class OpenFile: Sendable {
     let descriptor: Int32
