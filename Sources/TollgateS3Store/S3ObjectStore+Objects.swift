@@ -109,13 +109,13 @@ extension S3ObjectStore {
                 let served = try range.resolve(size: size)
                 return ObjectRead(info: info, range: served, isPartial: true, body: ObjectBody(RangeOfBody(base: reply.body, range: served)))
             }
-            return ObjectRead(info: info, range: 0..<size, isPartial: false, body: ObjectBody(reply.body))
+            return ObjectRead(info: info, range: 0..<size, isPartial: false, body: try await Self.body(reply, length: size))
         case 206:
             guard let (served, size) = reply.header("content-range").flatMap(Self.parseContentRange) else {
                 throw StoreError.io("the storage backend answered a range without Content-Range")
             }
             let info = S3Metadata.info(bucket: bucket, key: key, headers: reply.headers, size: size)
-            return ObjectRead(info: info, range: served, isPartial: true, body: ObjectBody(reply.body))
+            return ObjectRead(info: info, range: served, isPartial: true, body: try await Self.body(reply, length: Int64(served.count)))
         case 416:
             _ = try? await reply.bytes(limit: 64 * 1024)
             throw StoreError.invalidRange(size: try await headObject(bucket: bucket, key: key).size)
@@ -139,6 +139,20 @@ extension S3ObjectStore {
             throw StoreError.noSuchKey(bucket: bucket, key: key)
         }
         throw StoreError.io("the storage backend answered HEAD of an object with \(reply.status)")
+    }
+
+    /// Bodies up to this size are read whole before the answer goes out: the gateway then sends
+    /// them with the head in one write, on the connection's event loop (thumbnails, manifests).
+    static let wholeBody: Int64 = 64 * 1024
+
+    /// An answer's body: in memory when small (`wholeBody`), else streamed as it arrives.
+    static func body(_ reply: S3Reply, length: Int64) async throws -> ObjectBody {
+        guard length <= wholeBody else { return ObjectBody(reply.body) }
+        do {
+            return ObjectBody(try await reply.body.collect(upTo: Int(wholeBody)))
+        } catch {
+            throw S3Transport.failure(error, during: "reading an object")
+        }
     }
 
     static func rangeHeader(_ range: ByteRange) -> String {
