@@ -26,4 +26,14 @@ static inline int tollgate_cached_pages(int fd, uint64_t offset, uint64_t length
     return 0;
 }
 
+/// Fixes glibc's mmap threshold at `bytes` (M_MMAP_THRESHOLD; setting it also stops glibc from
+/// raising it by itself), through mallopt(3), which Swift's Glibc module does not bring.
+/// 1 on success. Elsewhere than glibc, nothing: 0.
+#if defined(__GLIBC__)
+#include <malloc.h>
+static inline int tollgate_fix_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }
+#else
+static inline int tollgate_fix_mmap_threshold(int bytes) { (void)bytes; return 0; }
+#endif
+
 #endif

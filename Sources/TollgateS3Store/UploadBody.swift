@@ -184,7 +184,7 @@ final class UploadBody: @unchecked Sendable {
 /// never complete at the backend.
 struct SignedChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
-    static let chunkSize = 128 * 1024
+    static let chunkSize = 512 * 1024
     let base: UploadBody
     let length: Int64
     let signer: AWSChunkSigner
@@ -203,44 +203,48 @@ struct SignedChunks: AsyncSequence, Sendable {
     struct AsyncIterator: AsyncIteratorProtocol {
         let base: UploadBody
         var signer: AWSChunkSigner
+        /// Payload bytes still to be sent in chunks.
+        var remaining: Int64
         var leftover: ByteBuffer?
-        var sourceEnded = false
         var sentFinal = false
 
+        /// Each chunk is written once, into a buffer that holds its header, payload and CRLF: the
+        /// chunk sizes follow from the body's length, so the header's length is known before the
+        /// payload is copied in behind it, and the header is filled in once the payload's SHA-256 is.
         mutating func next() async throws -> ByteBuffer? {
             if sentFinal { return nil }
-            var data = ByteBuffer()
-            while data.readableBytes < SignedChunks.chunkSize {
-                if leftover == nil {
-                    if sourceEnded { break }
-                    leftover = try await base.next()
-                    if leftover == nil {
-                        sourceEnded = true
-                        break
-                    }
+            let size = Int(Swift.min(Int64(SignedChunks.chunkSize), remaining))
+            let headerLength = String(size, radix: 16).utf8.count + ";chunk-signature=".utf8.count + 64 + 2
+            // Exactly this size (a buffer grown by reserveCapacity would take the next power of two).
+            var chunk = ByteBufferAllocator().buffer(capacity: headerLength + size + 2)
+            chunk.writeRepeatingByte(0, count: headerLength)
+            if size == 0 {
+                // The source must end here, with every check of it passed, before the final chunk goes.
+                guard leftover == nil, try await base.next() == nil else {
+                    throw UploadBody.SourceFailed(error: UploadBody.LengthMismatch(announced: base.length ?? 0, received: base.count))
                 }
-                if data.readableBytes == 0, leftover!.readableBytes == SignedChunks.chunkSize {
-                    data = leftover!
-                    leftover = nil
-                    break
-                }
-                if data.capacity == 0 { data.reserveCapacity(SignedChunks.chunkSize) }
-                let take = Swift.min(SignedChunks.chunkSize - data.readableBytes, leftover!.readableBytes)
-                var slice = leftover!.readSlice(length: take)!
-                data.writeBuffer(&slice)
-                if leftover!.readableBytes == 0 { leftover = nil }
+                sentFinal = true
             }
-            if data.readableBytes == 0 { sentFinal = true }
-            let signature = try signer.sign(payloadSHA256: try Crypto.sha256(data.readableBytesView))
-            let header = String(data.readableBytes, radix: 16) + ";chunk-signature=" + signature + "\r\n"
-            var chunk = ByteBuffer()
-            chunk.reserveCapacity(header.utf8.count + data.readableBytes + 2)
-            chunk.writeString(header)
-            chunk.writeBuffer(&data)
+            while chunk.readableBytes < headerLength + size {
+                if leftover == nil { leftover = try await base.next() }
+                guard var piece = leftover else {
+                    throw UploadBody.SourceFailed(error: UploadBody.LengthMismatch(announced: base.length ?? 0, received: base.count))
+                }
+                let take = Swift.min(headerLength + size - chunk.readableBytes, piece.readableBytes)
+                var slice = piece.readSlice(length: take)!
+                chunk.writeBuffer(&slice)
+                leftover = piece.readableBytes > 0 ? piece : nil
+            }
+            remaining -= Int64(size)
+            let digest = try chunk.withUnsafeReadableBytes { bytes in
+                try Crypto.sha256(UnsafeRawBufferPointer(rebasing: bytes[headerLength...]))
+            }
+            let signature = try signer.sign(payloadSHA256: digest)
+            chunk.setString(String(size, radix: 16) + ";chunk-signature=" + signature + "\r\n", at: chunk.readerIndex)
             chunk.writeString("\r\n")
             return chunk
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base, signer: signer) }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base, signer: signer, remaining: length) }
 }

@@ -128,7 +128,7 @@ public func buildGatewayApplication(state: TollgateState, store: any ObjectStore
         server: try pinnedHTTPServer(
             .init(idleTimeout: idleTimeout(config)),
             certificates: certificates,
-            largestRead: gatewayLargestRead,
+            largestRead: store.capabilities.uploadReadSize,
             beforeResponder: { logger in [GatewayFastPath(gateway: gateway, logger: logger), ExpectContinueHandler()] }
         ),
         configuration: .init(address: .hostname(config.gatewayAddress, port: config.gatewayPort), serverName: Gateway.serverName),
@@ -136,11 +136,6 @@ public func buildGatewayApplication(state: TollgateState, store: any ObjectStore
     )
 }
 
-/// The most the gateway reads from a connection at once: 256 KiB, four times NIO's default.
-/// A 1 MiB upload then reaches the store in about 4 body parts instead of 16, which took about
-/// 7 % off the gateway's CPU per 1 MiB PUT (bench/gateway.sh); 1 MiB reads saved less (each
-/// fresh buffer is page-faulted in).
-let gatewayLargestRead = 256 * 1024
 
 /// HTTP/1 (in TLS when `certificates` are given), each connection's task pinned to its event
 /// loop; see `EventLoopPinnedChannel` for `largestRead`.

@@ -148,9 +148,14 @@ public struct StoreCapabilities: Sendable, Equatable {
     public var zeroCopyReads: Bool
     /// `readAtOnce` and `infoInMemory` may answer (the store keeps objects or rows at hand).
     public var readsAtOnce: Bool
+    /// The largest piece a server should read an upload from its connection in, when the store
+    /// takes uploads faster than clients send them (a local disk): larger reads mean fewer body
+    /// parts. nil: the server's default. A store that takes uploads slower than they arrive (a
+    /// remote backend) leaves it nil, since each connection buffers several reads while it waits.
+    public var uploadReadSize: Int?
 
     public init(backend: String, appends: Bool, storesChecksums: Bool, storesCRC64: Bool, versions: Bool = false,
-                minimumPartSize: Int64, zeroCopyReads: Bool, readsAtOnce: Bool) {
+                minimumPartSize: Int64, zeroCopyReads: Bool, readsAtOnce: Bool, uploadReadSize: Int? = nil) {
         self.backend = backend
         self.appends = appends
         self.storesChecksums = storesChecksums
@@ -159,6 +164,7 @@ public struct StoreCapabilities: Sendable, Equatable {
         self.minimumPartSize = minimumPartSize
         self.zeroCopyReads = zeroCopyReads
         self.readsAtOnce = readsAtOnce
+        self.uploadReadSize = uploadReadSize
     }
 }
 

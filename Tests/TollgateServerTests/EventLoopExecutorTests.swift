@@ -25,9 +25,9 @@ import Testing
     }
 }
 
-/// The gateway's connections read up to `gatewayLargestRead` bytes at once (larger body parts
-/// for uploads); a listener without `largestRead` keeps NIO's default of 64 KiB.
-@Test(arguments: [(Int?.none, 64 * 1024), (gatewayLargestRead, 256 * 1024)])
+/// The gateway's connections read up to the store's `uploadReadSize` at once (larger body parts
+/// for uploads to the local store); a listener without `largestRead` keeps NIO's default of 64 KiB.
+@Test(arguments: [(Int?.none, 64 * 1024), (256 * 1024, 256 * 1024)])
 func connectionsReadUpToTheirLargestRead(largestRead: Int?, expected: Int) async throws {
     let router = Router(context: TollgateRequestContext.self)
     router.get("/largest-read") { _, context in

@@ -6,6 +6,7 @@ import TollgateCrypto
 @testable import TollgateStore
 @testable import TollgateLocalStore
 @testable import TollgateMemoryStore
+@testable import TollgateS3Store
 
 /// The `ObjectStore`s, built with the same rules: the same checks run against each, so the
 /// in-memory twin the gateway tests use behaves like the stores the server runs. The S3 store
@@ -585,4 +586,22 @@ extension ListResult {
     var comparable: String {
         "\(objects.map { "\($0.key) \($0.size) \($0.etag)" }) \(commonPrefixes) \(isTruncated) \(nextMarker ?? "-") \(nextContinuationToken ?? "-")"
     }
+}
+
+/// What each store says it can do, which the gateway acts on (the fast path, AppendObject, the
+/// read size of uploads, zero-copy sends).
+@Test func capabilitiesSayWhatEachStoreCan() throws {
+    for kind in StoreKind.allCases {
+        let (store, box) = try kind.make()
+        defer { withExtendedLifetime(box) {} }
+        let capabilities = store.capabilities
+        #expect(capabilities.backend == (kind == .s3 ? "s3" : kind.rawValue))
+        #expect(capabilities.appends && capabilities.storesChecksums && capabilities.storesCRC64 && !capabilities.versions)
+        #expect(capabilities.zeroCopyReads == (kind == .local))
+        #expect(capabilities.readsAtOnce == (kind != .s3))
+        #expect(capabilities.uploadReadSize == (kind == .local ? 256 * 1024 : nil))
+    }
+    let (noAppends, _) = (try S3TestBackend(endpoint: "http://127.0.0.1:1", accessKey: "k", secretKey: "s", region: "us-east-1")
+        .store { $0.appendableObjects = false; $0.backendMinimumPartSize = 5 * 1024 * 1024 }, 0)
+    #expect(!noAppends.capabilities.appends && noAppends.capabilities.minimumPartSize == 5 * 1024 * 1024)
 }

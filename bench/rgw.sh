@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The gateway on the s3 backend against Ceph RGW itself: same objects, same run, release build.
+#   bash bench/rgw.sh [duration-seconds] [connections] [rounds]      (defaults 5, 16 and 3)
+#   WORKLOADS="get-4k" bash bench/rgw.sh …     a subset of get-1m get-4k put-1m (default all)
+#   MEMORY=0 bash bench/rgw.sh …               without the memory run (below)
+#   TOLLGATE_CEPH_DIR=DIR bash bench/rgw.sh …  a running cluster of .ci/ceph/cluster.sh (else one is started)
+#   SIGN_PAYLOAD=0 bash bench/rgw.sh …         the gateway sends uploads UNSIGNED-PAYLOAD (Storage.SignPayload false)
+#
+# Workloads (wrk, 2 threads, CONNECTIONS connections, bench/gateway.lua cycling through presigned
+# SigV4 targets): GET of 1 MiB objects, GET of 4 KiB objects, PUT of 1 MiB bodies. The objects
+# are uploaded once through the gateway, which stores them in RGW; the gateway's targets name
+# them in the gateway's bucket, RGW's the same objects in the backend bucket, so both serve the
+# same bytes (bench/rgw_load.py). Each round runs every workload against RGW directly, then
+# through the gateway; the ratio is the median of the rounds' ratios. Goals: GET 1 MiB >= 0.85,
+# PUT 1 MiB >= 0.8, GET 4 KiB >= 0.7 of direct RGW. Each run also reports CPU per request of
+# each server (from /proc, user + system): the gateway, radosgw, and the OSD (ceph-osd); all of
+# them share the machine's cores with wrk, so the gateway's CPU is taken from RGW's.
+# The memory run (MEMORY, default 1): 64 concurrent 100 MiB uploads through the gateway, then 64
+# concurrent downloads of them (MEMORY_CONCURRENCY, MEMORY_MIB), printing the gateway's peak RSS
+# (VmHWM); goal < 200 MiB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${1:-5}
+CONNECTIONS=${2:-16}
+ROUNDS=${3:-3}
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
+SECRET="bench-root-secret-0123456789abcdefghijklmn"
+KEY_ID="TGBENCHROOT"
+
+. bench/lib.sh
+export LOG_LEVEL=${LOG_LEVEL:-warning}
+bench_scratch rgw
+OWN_CLUSTER=""
+cleanup_more() {
+  if [ -n "$OWN_CLUSTER" ]; then bash .ci/ceph/cluster.sh stop "$OWN_CLUSTER" >/dev/null 2>&1 || true; fi
+}
+CEPH=${TOLLGATE_CEPH_DIR:-}
+if [ -z "$CEPH" ]; then
+  CEPH="$WORK/ceph"; OWN_CLUSTER=$CEPH
+  bash .ci/ceph/cluster.sh start "$CEPH" >/dev/null
+fi
+# shellcheck disable=SC1091
+. "$CEPH/cluster.env"
+PREFIX="b$(head -c 3 /dev/urandom | od -An -tx1 | tr -d ' \n')-"
+printf '%s' "$RGW_ACCESS_KEY" > "$WORK/rgw-access-key"
+printf '%s' "$RGW_SECRET_KEY" > "$WORK/rgw-secret-key"
+bench_config "$SECRET" bench "\"Storage\": {\"Backend\": \"s3\", \"Endpoint\": \"$RGW_ENDPOINT\", \"BucketPrefix\": \"$PREFIX\",
+ \"AccessKeyIDFile\": \"rgw-access-key\", \"AccessKeySecretFile\": \"rgw-secret-key\", \"BackendMinimumPartSize\": ${RGW_MULTIPART_MIN_PART_SIZE:-1},
+ \"SignPayload\": $([ "${SIGN_PAYLOAD:-1}" = 1 ] && echo true || echo false)}"
+start_server "$BIN"
+GW="http://127.0.0.1:$GPORT"
+python3 bench/rgw_load.py prepare "$WORK" "$GW" "$KEY_ID" "$SECRET" "$RGW_ENDPOINT" "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" "${PREFIX}bench"
+
+# CPU time (clock ticks, user + system) of a process, and of radosgw and the OSD.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+run() { # gateway|rgw workload [PUT bytes] -> "objects/s p99 gateway-µs rgw-µs osd-µs"
+  local side=$1 workload=$2; shift 2
+  local base=$GW; [ "$side" = rgw ] && base=$RGW_ENDPOINT
+  local g r o; g=$(ticks "$PID"); r=$(ticks "$CEPH_RGW_PID"); o=$(ticks "$CEPH_OSD_PID")
+  wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s bench/gateway.lua "$base" -- "$WORK/$side-$workload.txt" "$@" > "$WORK/wrk.txt"
+  g=$(( $(ticks "$PID") - g )); r=$(( $(ticks "$CEPH_RGW_PID") - r )); o=$(( $(ticks "$CEPH_OSD_PID") - o ))
+  if grep -q "Non-2xx\|Socket errors" "$WORK/wrk.txt"; then echo "errors for $side $workload:" >&2; cat "$WORK/wrk.txt" >&2; exit 1; fi
+  local requests; requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
+  echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt") $((g * TICK_US / requests)) $((r * TICK_US / requests)) $((o * TICK_US / requests))"
+}
+run gateway get-4k >/dev/null; run rgw get-4k >/dev/null   # warm-up (connections, caches)
+echo "rounds $ROUNDS x ${DURATION}s per workload and side, concurrency $CONNECTIONS" >&2
+: > "$WORK/results.txt"
+for round in $(seq "$ROUNDS"); do
+  for workload in ${WORKLOADS:-get-1m get-4k put-1m}; do
+    for side in rgw gateway; do
+      args=(); [ "$workload" = put-1m ] && args=(PUT 1048576)
+      read -r rps p99 g r o < <(run "$side" "$workload" "${args[@]}")
+      echo "$round $workload $side $rps $p99 $g $r $o" | tee -a "$WORK/results.txt" >&2
+    done
+  done
+done
+echo
+python3 - "$WORK/results.txt" "$CONNECTIONS" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
+data = {}
+for round_, workload, side, rps, p99, gateway, rgw, osd in rows:
+    data.setdefault((workload, side), []).append((float(rps), float(gateway), float(rgw), float(osd)))
+sizes = {"get-1m": 1.0, "get-4k": 1 / 256, "put-1m": 1.0}
+print(f"{'workload':<8} {'side':<8} {'objects/s':>10} {'MiB/s':>8} {'CPU µs/request: gateway':>24} {'radosgw':>8} {'osd':>8}   (medians over rounds)")
+for workload in ("get-1m", "get-4k", "put-1m"):
+    for side in ("rgw", "gateway"):
+        if (workload, side) not in data: continue
+        values = data[(workload, side)]
+        med = lambda i: statistics.median(v[i] for v in values)
+        print(f"{workload:<8} {side:<8} {med(0):>10.0f} {med(0) * sizes[workload]:>8.1f} {med(1) if side == 'gateway' else 0:>24.0f} {med(2):>8.0f} {med(3):>8.0f}")
+print(f"\nconcurrency {sys.argv[2]}")
+goals = {"get-1m": ("GET 1 MiB", 0.85), "get-4k": ("GET 4 KiB", 0.7), "put-1m": ("PUT 1 MiB", 0.8)}
+for workload, (name, goal) in goals.items():
+    if (workload, "gateway") not in data: continue
+    ratios = [g[0] / r[0] for g, r in zip(data[(workload, "gateway")], data[(workload, "rgw")])]
+    ratio = statistics.median(ratios)
+    print(f"ratio gateway/rgw {name:<10} {ratio:6.3f} (goal >= {goal}): {'ok' if ratio >= goal else 'BELOW GOAL'}   rounds: {' '.join(f'{r:.2f}' for r in ratios)}")
+PY
+if [ "${MEMORY:-1}" = 1 ]; then
+  CONCURRENCY=${MEMORY_CONCURRENCY:-64}; MIB=${MEMORY_MIB:-100}
+  python3 bench/rgw_load.py memory "$GW" "$KEY_ID" "$SECRET" "$CONCURRENCY" "$MIB"
+  peak=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$PID/status")
+  echo "gateway peak RSS with $CONCURRENCY concurrent $MIB MiB uploads, then downloads: $peak MiB (goal < 200 MiB): $([ "$peak" -lt 200 ] && echo ok || echo 'ABOVE GOAL')"
+fi
+if grep -qi "error\|fatal" "$WORK/server.log"; then echo "server log:"; grep -i "error\|fatal" "$WORK/server.log" | head -5; fi
