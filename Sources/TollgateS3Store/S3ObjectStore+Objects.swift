@@ -196,6 +196,11 @@ extension S3ObjectStore {
             }
         }
         if valid.isEmpty { try await requireBucket(bucket) }
+        // Keys XML cannot carry are deleted one by one.
+        for key in valid where !Self.fitsXML(key) {
+            do { try await deleteObject(bucket: bucket, key: key) } catch let error as StoreError { refused[key] = error }
+        }
+        valid = valid.filter(Self.fitsXML)
         var rest = valid[...]
         while !rest.isEmpty {
             let batch = rest.prefix(1000)
@@ -293,8 +298,16 @@ extension S3ObjectStore {
         try options.preconditions.check(against: current)
         var stored = current?.metadata ?? metadata
         stored.tags = [:]
+        // Each append replaces the object's metadata and tags at RGW: the first append's tags
+        // (the object's, as OSS keeps them) go again with every later one.
+        let tags: [String: String]
+        if let current {
+            tags = current.tagCount > 0 ? try await objectTags(bucket: bucket, key: key) : [:]
+        } else {
+            tags = metadata.tags
+        }
         var headers = S3Metadata.headers(stored, S3Metadata.Reserved())
-        if current == nil, !metadata.tags.isEmpty { headers.append(("x-amz-tagging", S3Metadata.tagging(metadata.tags))) }
+        if !tags.isEmpty { headers.append(("x-amz-tagging", S3Metadata.tagging(tags))) }
         if let md5 = options.expectedMD5 { headers.append(("content-md5", Base64.encode(md5))) }
         let upload = UploadBody(body, length: options.contentLength)
         let reply = try await expectSuccess(
@@ -305,7 +318,8 @@ extension S3ObjectStore {
         let appended = options.bodyChecksums?() ?? .none
         let checksums = current.map { $0.checksums.appending(appended, length: upload.count) } ?? ObjectChecksums(crc64ecma: appended.crc64ecma)
         if checksums.crc64ecma != nil {
-            let fixed = S3Metadata.headers(stored, S3Metadata.Reserved(checksums: checksums, crc64Length: size))
+            var fixed = S3Metadata.headers(stored, S3Metadata.Reserved(checksums: checksums, crc64Length: size))
+            if !tags.isEmpty { fixed.append(("x-amz-tagging", S3Metadata.tagging(tags))) }
             if let fix = try? await transport.send(S3Call(.PUT, bucket: backendName, key: key, query: [("append", nil), ("position", String(size))],
                                                           headers: fixed, body: .bytes(ByteBuffer()), idempotent: false)) {
                 _ = try? await fix.bytes(limit: 64 * 1024)

@@ -95,6 +95,10 @@ public final class S3ObjectStore: ObjectStore {
     /// What an error answer means, for a request about `bucket` / `key` (client names).
     func refusal(_ reply: S3Reply, bucket: String? = nil, key: String? = nil, uploadID: String? = nil) async -> StoreError {
         let error = await reply.error()
+        // A 404 whose body did not say which is missing (a HEAD; an answer cut short): ask.
+        if error.code.isEmpty, error.status == 404, key != nil, let bucket, (try? await bucketExists(bucket)) == false {
+            return .noSuchBucket(bucket: bucket)
+        }
         return Self.storeError(error, bucket: bucket, key: key, uploadID: uploadID)
     }
 
@@ -144,8 +148,10 @@ public final class S3ObjectStore: ObjectStore {
             throw error
         }
         guard reply.ok else {
+            // The error first: once the body is given up, the client stops the whole exchange.
+            let error = await refusal(reply, bucket: bucket, key: key, uploadID: uploadID)
             await upload.drain()
-            throw await refusal(reply, bucket: bucket, key: key, uploadID: uploadID)
+            throw error
         }
         await upload.drain()
         return reply
@@ -415,6 +421,14 @@ public final class S3ObjectStore: ObjectStore {
             let batch = rest.prefix(1000)
             rest = rest.dropFirst(batch.count)
             try await deleteBatch(bucket: configuration.systemBucket, keys: Array(batch))
+        }
+    }
+
+    /// Whether XML 1.0 can carry `key` (in a DeleteObjects body): no C0 control character but tab,
+    /// line feed and carriage return (written as a reference), nothing outside Unicode's characters.
+    static func fitsXML(_ key: String) -> Bool {
+        key.unicodeScalars.allSatisfy { c in
+            c.value >= 0x20 ? !(0xFFFE...0xFFFF).contains(c.value) : c == "\t" || c == "\n" || c == "\r"
         }
     }
 

@@ -605,3 +605,43 @@ extension ListResult {
         .store { $0.appendableObjects = false; $0.backendMinimumPartSize = 5 * 1024 * 1024 }, 0)
     #expect(!noAppends.capabilities.appends && noAppends.capabilities.minimumPartSize == 5 * 1024 * 1024)
 }
+
+/// Expiry (`UploadExpiry` runs it): uploads initiated before the cutoff go with their parts,
+/// later ones stay.
+@Test(arguments: StoreKind.allCases)
+func expiringUploads(kind: StoreKind) async throws {
+    let (store, box) = try kind.make()
+    defer { withExtendedLifetime(box) {} }
+    try await store.createBucket("old-uploads")
+    let upload = try await store.createMultipartUpload(bucket: "old-uploads", key: "k", metadata: ObjectMetadata())
+    _ = try await store.uploadPart(bucket: "old-uploads", key: "k", uploadID: upload.uploadID, partNumber: 1, body: Chunks("part"), options: WriteOptions())
+    #expect(try await store.expireUploads(initiatedBefore: upload.initiated.addingTimeInterval(-60)) == 0)
+    #expect(try await store.listParts(bucket: "old-uploads", key: "k", uploadID: upload.uploadID, partNumberMarker: 0, maxParts: 10).parts.count == 1)
+    #expect(try await store.expireUploads(initiatedBefore: upload.initiated.addingTimeInterval(60)) == 1)
+    #expect(await storeError {
+        _ = try await store.listParts(bucket: "old-uploads", key: "k", uploadID: upload.uploadID, partNumberMarker: 0, maxParts: 10)
+    } == .noSuchUpload(uploadID: upload.uploadID))
+    #expect(try await store.listMultipartUploads(bucket: "old-uploads", query: ListUploadsQuery()).uploads.isEmpty)
+}
+
+/// An appendable object keeps the tags of its first append (later appends' metadata is not the
+/// object's), and DeleteObjects deletes keys that XML cannot carry.
+@Test(arguments: StoreKind.allCases)
+func appendTagsAndOddKeys(kind: StoreKind) async throws {
+    let (store, box) = try kind.make()
+    defer { withExtendedLifetime(box) {} }
+    try await store.createBucket("odd")
+    func append(at position: Int64, _ content: String, tags: [String: String]) async throws -> ObjectInfo {
+        try await store.appendObject(bucket: "odd", key: "log", position: position, body: Chunks(content),
+                                     metadata: ObjectMetadata(contentType: "text/log", tags: tags), options: try StoreConformanceTests.writing(content))
+    }
+    _ = try await append(at: 0, "one\n", tags: ["stage": "first"])
+    let last = try await append(at: 4, "two\n", tags: ["stage": "second"])
+    let whole = try StoreConformanceTests.checksums("one\ntwo\n").crc64ecma
+    #expect(last.tagCount == 1 && last.checksums.crc64ecma == whole)
+    #expect(try await store.objectTags(bucket: "odd", key: "log") == ["stage": "first"])
+    let keys = ["ctl/a\u{1}b", "ctl/line\nbreak", "ctl/cr\rhere", "ctl/amp & <lt> \"q\"", "ctl/\u{1f}end ✓"]
+    for key in keys { _ = try await store.putObject(bucket: "odd", key: key, body: Chunks("x")) }
+    #expect(try await store.deleteObjects(bucket: "odd", keys: keys) == keys.map { DeleteResult(key: $0, error: nil) })
+    #expect(try await store.listObjects(bucket: "odd", query: ListQuery(prefix: "ctl/")).objects.isEmpty)
+}
