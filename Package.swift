@@ -105,12 +105,15 @@ let package = Package(
             dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateS3Store", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
+        // The mobile Storage API's pure core: collections, their permissions as policy statements,
+        // object records, listing order, and the change feed's journal documents.
+        .target(name: "TollgateMobile", swiftSettings: swiftSettings),
         // The HTTP layer: token endpoint and object gateway.
         .target(
             name: "TollgateServer",
             dependencies: [
                 "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
-                "TollgateStorage", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream",
+                "TollgateStorage", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream", "TollgateMobile",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -131,7 +134,7 @@ let package = Package(
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer", "TollgateStore", "TollgateStorage", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream", "CLinux",
+                "TollgateServer", "TollgateStore", "TollgateStorage", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream", "TollgateMobile", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
@@ -148,6 +151,7 @@ let package = Package(
             path: "bench/NIOFloor", swiftSettings: swiftSettings
         ),
         .testTarget(name: "TollgateDatesTests", dependencies: ["TollgateDates"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateMobileTests", dependencies: ["TollgateMobile", "TollgatePolicy"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateCryptoTests", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateJSONTests", dependencies: ["TollgateJSON"], swiftSettings: swiftSettings),
@@ -165,7 +169,7 @@ let package = Package(
         .testTarget(
             name: "TollgateServerTests",
             dependencies: [
-                "TollgateServer", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore",
+                "TollgateServer", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateMobile", "TollgateCrypto",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],

@@ -37,7 +37,9 @@ class Instances:
         self.prefix = "p" + os.urandom(3).hex() + "-"
 
     def start(self) -> Server:
-        server = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET})
+        # A shared collection open to anonymous callers, for the change feed across instances.
+        server = Server({"AccessKeyID": ROOT_ACCESS_KEY_ID, "AccessKeySecret": ROOT_SECRET,
+                         "Collections": {"notes": {"Type": "shared", "Anonymous": True}}})
         storage = rgw_storage(self.rgw, server.dir, self.prefix)
         server.configure(Storage={**storage, "RequestTimeoutSeconds": 10})
         return server.start()
@@ -65,6 +67,26 @@ def token(server) -> dict:
 def oss_bucket(server, creds) -> oss2.Bucket:
     auth = oss2.StsAuth(creds["AccessKeyId"], creds["AccessKeySecret"], creds["SecurityToken"])
     return oss2.Bucket(auth, server.gateway_url, BUCKET, connect_timeout=10)
+
+
+def test_the_change_feed_is_one_across_instances(pair):
+    """Changes made through A (S3 and the Storage API) and B (a delete) appear in B's feed, and
+    A's, once each and in the same order: the journal lives in the cluster."""
+    a, b, _ = pair
+    feed = "/mobile/platform/storage/collections/notes"
+    start = requests.get(b.url + feed + "/changes", timeout=10).json()["cursor"]
+    s3_client(a, token(a)).put_object(Bucket=BUCKET, Key="notes/from-s3", Body=b"1")
+    assert requests.put(a.url + feed + "/objects/from-api", data=b"2", timeout=10).status_code == 201
+    assert requests.delete(b.url + feed + "/objects/from-s3", timeout=10).status_code == 204
+    expected = [("put", "from-s3"), ("put", "from-api"), ("delete", "from-s3")]
+    for server in (b, a):
+        seen, cursor = [], start
+        deadline = time.monotonic() + 30
+        while len(seen) < len(expected) and time.monotonic() < deadline:
+            answer = requests.get(server.url + feed + f"/changes?since={cursor}&wait=5", timeout=15).json()
+            seen += [(item["op"], item["id"]) for item in answer["items"]]
+            cursor = answer["cursor"]
+        assert seen == expected
 
 
 def test_a_token_from_a_works_on_b_and_objects_cross_both_ways(pair):

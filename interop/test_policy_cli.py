@@ -1,4 +1,5 @@
 """`tollgate policy check` and `tollgate policy simulate` on the shipped policy files."""
+import json
 import subprocess
 import time
 
@@ -152,3 +153,36 @@ def test_serve_loads_a_policy_with_warnings_and_logs_them():
         assert "policy/findings.json:6:35: warning: oss:ListObjects acts on a bucket" in lines[1]
     finally:
         s.cleanup()
+
+
+@pytest.mark.parametrize("role,action,resource,context,code", [
+    # The seed's isolated articles: authors in their own space, the editor in anyone's.
+    ("author", "s3:PutObject", "arn:aws:s3:::tollgate/articles/ben/dogs", ["aws:username=ben"], 0),
+    ("author", "s3:GetObject", "arn:aws:s3:::tollgate/articles/art/dogs", ["aws:username=ben"], 1),
+    ("editor", "s3:PutObject", "arn:aws:s3:::tollgate/articles/art/dogs", ["aws:username=eva"], 0),
+    ("reader", "s3:DeleteObject", "arn:aws:s3:::tollgate/articles/dee/dogs", ["aws:username=dee"], 1),
+    ("reader", "s3:ListBucket", "arn:aws:s3:::tollgate", ["aws:username=dee", "s3:prefix=articles/dee/"], 0),
+    ("-", "s3:GetObject", "arn:aws:s3:::tollgate/articles/ben/dogs", [], 1),
+])
+def test_simulate_answers_for_the_storage_api(tmp_path, role, action, resource, context, code):
+    """`--collections ROLE`: the statements config.json's Collections grant a role."""
+    (tmp_path / "config.json").write_text(json.dumps({
+        "PolicyFile": str(ROOT / "policy/all_policy.txt"), "Buckets": ["tollgate"],
+        "Roles": {name: str(ROOT / "policy/all_policy.txt") for name in ("author", "editor", "reader")},
+        "Collections": {"articles": {"Type": "isolated", "ReadWrite": ["author"], "ReadOnly": ["reader"],
+                                     "ReadWriteAllUsers": ["editor"], "Anonymous": True}},
+    }))
+    args = ["policy", "simulate", "--config", str(tmp_path / "config.json"), "--collections", role,
+            "--action", action, "--resource", resource]
+    for pair in context:
+        args += ["--context", pair]
+    result = tollgate(*args)
+    assert result.returncode == code, result.stdout + result.stderr
+    assert ("Allow" if code == 0 else "Deny") in result.stdout
+
+
+def test_simulate_names_an_unknown_collection_role(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"PolicyFile": str(ROOT / "policy/all_policy.txt"), "Buckets": ["tollgate"]}))
+    result = tollgate("policy", "simulate", "--config", str(tmp_path / "config.json"), "--collections", "nobody",
+                      "--action", "s3:GetObject", "--resource", "arn:aws:s3:::tollgate/x")
+    assert result.returncode == 2 and "no role nobody" in result.stderr

@@ -20,8 +20,11 @@ public struct TollgateState: Sendable {
     /// Where issued tokens are recorded (`tollgate serve` keeps it in the data directory, and
     /// runs it as a service); nil: only the log line.
     public var tokenAudit: TokenAuditLog?
-    /// The object store, whose health `/healthz` reports as `backend`; nil: not reported.
+    /// The object store, whose health `/healthz` reports as `backend`; nil: not reported (and
+    /// no mobile Storage API).
     public var store: (any ObjectStore)?
+    /// The mobile collections' change feeds, which the gateway writes to as well; nil: none kept.
+    public var changes: ChangeFeed?
 
     public init(live: LiveConfig, clock: @escaping @Sendable () -> Date = { Date() }) {
         self.live = live
@@ -48,13 +51,16 @@ public func makeMetricsFactory(registry: PrometheusCollectorRegistry) -> Prometh
     return factory
 }
 
-/// The token listener's router (port 7080): token endpoint, `/healthz`, `/metrics`.
+/// The token listener's router (port 7080): token endpoint, the mobile Storage API, `/healthz`, `/metrics`.
 public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorRegistry? = nil) -> Router<TollgateRequestContext> {
     let router = Router(context: TollgateRequestContext.self)
     router.add(middleware: TokenCORSMiddleware(live: state.live))
     router.add(middleware: ClientMiddleware(tls: state.snapshot.config.tls != nil, live: state.live))
     router.add(middleware: TokenErrorMiddleware())
     TokenRoutes(live: state.live, revocations: state.revocations, audit: state.tokenAudit, clock: state.clock).addRoutes(to: router)
+    if let store = state.store {
+        MobileStorageAPI(live: state.live, store: store, changes: state.changes, clock: state.clock).addRoutes(to: router)
+    }
     if let revocations = state.revocations {
         AdminController(root: state.snapshot.root, revocations: revocations, clock: state.clock).addRoutes(to: router)
     }
@@ -109,7 +115,7 @@ public func buildGatewayResponder(state: TollgateState, store: any ObjectStore, 
 
 func makeGateway(state: TollgateState, store: any ObjectStore, sendsFiles: Bool) -> Gateway {
     Gateway(store: store, capabilities: store.capabilities, live: state.live, revocations: state.revocations, tls: state.snapshot.config.gatewayTLS != nil,
-            sendsFiles: sendsFiles, clock: state.clock)
+            sendsFiles: sendsFiles, changes: state.changes, clock: state.clock)
 }
 
 /// The object gateway as a Hummingbird application; HTTPS when `certificates` (the config's

@@ -1,4 +1,5 @@
 import Foundation
+import TollgateMobile
 import TollgateIdentity
 import TollgatePolicy
 import TollgateStorage
@@ -35,7 +36,8 @@ public struct TollgateConfig: Sendable {
         "ListenAddress", "Port", "GatewayAddress", "GatewayPort", "GatewayBaseDomain", "DataDirectory",
         "Variables", "Buckets", "Roles", "PreviousAccessKeySecrets", "DevelopmentMode", "IdleTimeoutSeconds",
         "MultipartUploadExpirySeconds", "MaxMultipartUploadsPerBucket", "Authentication", "RateLimits", "CreatePolicyBuckets",
-        "TLS", "GatewayTLS", "TrustedProxies", "CORS", "Upstreams", "AssumeRoleArn", "Storage",
+        "TLS", "GatewayTLS", "TrustedProxies", "CORS", "Upstreams", "AssumeRoleArn", "Storage", "Collections",
+        "AnonymousPolicyFile",
     ]
     /// The keys read only at start-up: a reload that changes one logs it as needing a restart,
     /// and the running value stays in force; every other key applies on reload. This is the one
@@ -117,12 +119,16 @@ public struct TollgateConfig: Sendable {
     public var cors = CORSSettings()
     /// `Storage`: where objects are stored (the data directory by default).
     public var storage = StorageSettings.local
+    /// `Collections`: the mobile Storage API's collections (CollectionsConfig.swift).
+    public var collections: [MobileCollection] = []
     /// The top-level members as written, to tell which keys an edit changed.
     public var members: [String: JSONValue] = [:]
     /// `Upstreams`, the roles they vend, and `AssumeRoleArn` (see UpstreamConfig.swift).
     public var upstream = UpstreamConfig()
 
     public static let defaultRole = "default"
+    /// The role of unsigned requests (`AnonymousPolicyFile`); no role name of `Roles` can be it.
+    public static let anonymousRole = "*anonymous"
 
     /// Reads and validates a config file. Environment variables `TOLLGATE_ACCESS_KEY_ID` and
     /// `TOLLGATE_ACCESS_KEY_SECRET` (or files named by `TOLLGATE_ACCESS_KEY_ID_FILE` and
@@ -183,6 +189,8 @@ public struct TollgateConfig: Sendable {
                 maxSessions[name] = seconds
             }
         }
+        // Unsigned requests, in every dialect, are decided by this policy (none: refused).
+        if let file = try reader.string("AnonymousPolicyFile"), !file.isEmpty { roles[anonymousRole] = resolve(file) }
         let (authentication, unknownAuthenticationKeys) = try parseAuthentication(
             object["Authentication"], path: path, roles: Set(roles.keys), environment: environment)
         let variables = try reader.stringMap("Variables")
@@ -231,6 +239,7 @@ public struct TollgateConfig: Sendable {
         config.cors = try CORSSettings.parse(object["CORS"], file: path)
         config.storage = try StorageSettings.parse(object["Storage"], file: path, resolve: resolve, environment: environment)
         config.createPolicyBuckets = try reader.bool("CreatePolicyBuckets", default: true)
+        config.collections = try CollectionsConfig.parse(object["Collections"], file: path, roles: Set(roles.keys), defaultBucket: buckets.first)
         config.members = object
         let (upstream, unknownRoleKeys) = try parseUpstreams(object, path: path, roles: Set(roles.keys), resolve: resolve,
                                                              environment: environment)

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TollgateIdentity
+import TollgateMobile
 import TollgatePolicy
 import TollgateStore
 import TollgateToken
@@ -125,6 +126,8 @@ public final class ConfigSnapshot: Sendable {
     public let upstreams: UpstreamVendors?
     /// config.json and the policy files → the bytes this snapshot was built from.
     public let contents: [String: Data]
+    /// The mobile Storage API's collections, with each role's permissions as a policy.
+    public let collections: MobileCollections
 
     /// Builds the snapshot of `files`. Given the `running` one, the keys that need a restart keep
     /// their running values, and what must outlive a reload is carried over: the identity
@@ -165,6 +168,11 @@ public final class ConfigSnapshot: Sendable {
             upstreams = UpstreamVendors(config.upstream, sessionPolicies: files.sessionPolicies, running: running?.upstreams)
         }
         contents = files.contents
+        do {
+            collections = try MobileCollections(config.collections, roles: config.roles.keys.sorted(), file: config.path)
+        } catch {
+            throw ConfigLoadError(problems: [.config(error)], contents: files.contents.mapValues(Optional.some))
+        }
     }
 
     /// Reads, validates and builds in one step (start-up and tests).
@@ -186,6 +194,9 @@ public final class ConfigSnapshot: Sendable {
     /// literally, each once.
     public var requiredBuckets: [RequiredBucket] {
         var required = config.buckets.map { RequiredBucket(name: $0, namedBy: "Buckets") }
+        for collection in config.collections where !required.contains(where: { $0.name == collection.bucket }) {
+            required.append(RequiredBucket(name: collection.bucket, namedBy: "Collections.\(collection.name)"))
+        }
         guard config.createPolicyBuckets else { return required }
         for role in roleNames {
             guard let policy = policies[role] else { continue }

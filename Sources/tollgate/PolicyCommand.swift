@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TollgateMobile
 import TollgatePolicy
 import TollgateServer
 
@@ -71,11 +72,18 @@ struct PolicyCommand: AsyncParsableCommand {
             Example: tollgate policy simulate --policy policy/user_isolated_policy.txt \\
                        --action oss:ListObjects --resource acs:oss:*:*:photos \\
                        --context aws:username=alice --context oss:Prefix=alice/
+            The mobile Storage API's permissions: --collections ROLE (or - for anonymous callers)
+            instead of --policy evaluates the statements the config's Collections grant that role:
+                     tollgate policy simulate --collections editor --action s3:PutObject \\
+                       --resource arn:aws:s3:::tollgate/drafts/ben/dogs --context aws:username=eva
             """
         )
 
-        @Option(help: "The role's policy file (required).")
+        @Option(help: "The role's policy file (required, unless --collections).")
         var policy: String?
+
+        @Option(help: "Instead of --policy: the statements config.json's Collections grant this role (- : anonymous callers).")
+        var collections: String?
 
         @Option(help: "A session policy file; the request must be allowed by both.")
         var sessionPolicy: String?
@@ -96,12 +104,17 @@ struct PolicyCommand: AsyncParsableCommand {
         var vars: [String] = []
 
         func run() async throws {
-            guard let policyPath = policy, let action, let resource else {
-                writeStandardError("tollgate policy simulate: --policy, --action and --resource are required")
+            guard policy != nil || collections != nil, let action, let resource else {
+                writeStandardError("tollgate policy simulate: --policy (or --collections), --action and --resource are required")
                 throw ExitCode(2)
             }
             let variables = try placeholderVariables(config: config, vars: vars)
-            let role = try loadOrExit(policyPath, variables)
+            let role: Policy
+            if let policyPath = policy {
+                role = try loadOrExit(policyPath, variables)
+            } else {
+                role = try collectionStatements(collections!)
+            }
             let session = try sessionPolicy.map { try loadOrExit($0, variables) }
             do {
                 let requestContext = try PolicySimulator.parseContext(context, now: Date())
@@ -112,6 +125,26 @@ struct PolicyCommand: AsyncParsableCommand {
                 if !result.decision.isAllowed { throw ExitCode(1) }
             } catch let error as SimulationInputError {
                 writeStandardError("tollgate policy simulate: \(error)")
+                throw ExitCode(2)
+            }
+        }
+
+        /// The statements `Collections` grants `role` ("-": anonymous callers); none is a deny-all policy.
+        private func collectionStatements(_ role: String) throws -> Policy {
+            let path = configPath(config) ?? "config.json"
+            let loaded: TollgateConfig
+            do { loaded = try TollgateConfig.load(path: path) } catch {
+                writeStandardError("tollgate: config error: \(error)")
+                throw ExitCode(2)
+            }
+            if role != "-", loaded.roles[role] == nil {
+                writeStandardError("tollgate policy simulate: \(path) has no role \(role) (roles: \(loaded.roles.keys.sorted().joined(separator: ", ")))")
+                throw ExitCode(2)
+            }
+            let text = CollectionPolicy.document(role: role == "-" ? nil : role, collections: loaded.collections)
+                ?? #"{"Version":"2012-10-17","Statement":[]}"#
+            do { return try Policy.load(text: text, file: "\(path) (Collections, role \(role == "-" ? "anonymous" : role))") } catch {
+                for d in error.diagnostics { writeStandardError(d.description) }
                 throw ExitCode(2)
             }
         }

@@ -118,6 +118,12 @@ struct ServeCommand: AsyncParsableCommand {
         }
         state.revocations = revocations
         state.store = store
+        // The mobile collections' change feeds: in the backend when it is shared, else in the data directory.
+        if let shared = store.sharedDocuments {
+            state.changes = ChangeFeed(documents: shared, store: store, shared: true, logger: logger)
+        } else {
+            state.changes = ChangeFeed(directory: (config.dataDirectory as NSString).appendingPathComponent("shared"), store: store, logger: logger)
+        }
         await createRequiredBuckets(snapshot, store: store, logger: logger)
         let tokenApp = try buildTokenApplication(state: state, certificates: tokenCertificates, metrics: registry, logger: logger)
         let gatewayApp = try buildGatewayApplication(state: state, store: store, certificates: gatewayCertificates, logger: logger)

@@ -1,7 +1,9 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+import TollgateCrypto
 import TollgateDates
 import TollgateStore
 @testable import TollgateServer
@@ -83,4 +85,37 @@ func storageFullRendersInTheCallersDialect(dialect: Dialect) {
     let response = error.response(dialect: dialect, requestID: "r1", resource: "/b/k", isHead: false)
     #expect(response.status.code == 507)
     #expect(response.headers[dialect == .s3 ? .amzRequestID : .ossRequestID] == "r1")
+}
+
+/// With an AnonymousPolicyFile, unsigned requests are decided by it, whatever the operation: a
+/// public-read prefix is read, and nothing else is (no write, no multi-delete, no other key).
+@Test func anAnonymousPolicyDecidesUnsignedRequests() async throws {
+    let publicRead = #"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:GetObject","s3:ListBucket"],"Resource":["arn:aws:s3:::tollgate/public/*","arn:aws:s3:::tollgate"],"Condition":{"StringLikeIfExists":{"s3:prefix":"public/*"}}}]}"#
+    let fixture = try Fixture(roles: ["public": publicRead], extraConfig: #", "AnonymousPolicyFile": "policy/public.json""#)
+    defer { fixture.remove() }
+    let store = try await makeGatewayStore(buckets: ["tollgate"])
+    try await put(store, "tollgate", "public/hello.txt", Array("hello".utf8))
+    try await put(store, "tollgate", "private/secret.txt", Array("secret".utf8))
+    let app = Application(responder: buildGatewayResponder(state: fixture.state, store: store))
+    try await app.test(.router) { client in
+        try await client.execute(uri: "/tollgate/public/hello.txt", method: .get) { response in
+            #expect(response.status == .ok && String(buffer: response.body) == "hello")
+        }
+        try await client.execute(uri: "/tollgate?list-type=2&prefix=public/", method: .get) { response in
+            #expect(response.status == .ok && String(buffer: response.body).contains("<Key>public/hello.txt</Key>"))
+        }
+        for (uri, method) in [("/tollgate/private/secret.txt", HTTPRequest.Method.get), ("/tollgate?list-type=2&prefix=private/", .get),
+                              ("/tollgate?list-type=2", .get), ("/tollgate/public/hello.txt", .put), ("/tollgate/public/hello.txt", .delete), ("/", .get)] {
+            try await client.execute(uri: uri, method: method, body: method == .put ? ByteBuffer(string: "x") : nil) { response in
+                #expect(response.status == .forbidden, "\(method) \(uri)")
+            }
+        }
+        let delete = "<Delete><Object><Key>public/hello.txt</Key></Object><Object><Key>private/secret.txt</Key></Object></Delete>"
+        try await client.execute(uri: "/tollgate?delete", method: .post, headers: [.contentMD5: Base64.encode(try Crypto.md5(Array(delete.utf8)))],
+                                 body: ByteBuffer(string: delete)) { response in
+            #expect(String(buffer: response.body).contains("AccessDenied") || response.status == .forbidden)
+        }
+    }
+    #expect(try await store.headObject(bucket: "tollgate", key: "public/hello.txt").size == 5)
+    #expect(try await store.headObject(bucket: "tollgate", key: "private/secret.txt").size == 6)
 }

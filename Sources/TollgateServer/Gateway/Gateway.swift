@@ -28,6 +28,8 @@ struct Gateway: HTTPResponder, Sendable {
     let tls: Bool
     /// Connections are plain TCP: file-backed bodies go out with sendfile (`HTTP1Codec.SendFile`).
     let sendsFiles: Bool
+    /// Writes to keys inside a mobile collection go through its change feed; nil: none kept.
+    var changes: ChangeFeed? = nil
     let clock: @Sendable () -> Date
     let metrics = GatewayMetrics()
     /// GETs the fast path fetched and handed on to the responder, by connection (`FromStore.stream`).
@@ -386,8 +388,13 @@ struct Gateway: HTTPResponder, Sendable {
         let identity: GatewayIdentity
         switch scheme {
         case .anonymous:
-            metrics.denied(.missingAuth)
-            throw GatewayError.accessDenied("Anonymous access is not allowed; sign the request with credentials from the token endpoint.")
+            // With an AnonymousPolicyFile, an unsigned request is decided by it, as a token of
+            // its own role with no user would be; without one it is refused.
+            guard live.current.policies[TollgateConfig.anonymousRole] != nil else {
+                metrics.denied(.missingAuth)
+                throw GatewayError.accessDenied("Anonymous access is not allowed; sign the request with credentials from the token endpoint.")
+            }
+            return Self.anonymousIdentity
         case .unsupported(let name):
             metrics.denied(.malformedAuth)
             // In the dialect the scheme's name claims (an `OSS…` one is answered as OSS).
@@ -536,6 +543,15 @@ struct Gateway: HTTPResponder, Sendable {
         let what = "\(call.identity.accessKeyId) \(call.route.operation.rawValue) \(call.route.bucket ?? "-")/\(call.route.key ?? "-")"
         RefusalLog.shared.log(call.logger, .info, "gateway request denied", kind: "denied", key: what, now: clock(), metadata: metadata)
     }
+
+    /// Who an unsigned request is, when `AnonymousPolicyFile` admits such requests: claims of the
+    /// anonymous role, no user, no session policy, never expiring (nothing was presented).
+    static let anonymousIdentity = GatewayIdentity(
+        accessKeyId: "anonymous", isRoot: false,
+        claims: TokenClaims(keyId: "", accessKeyId: "anonymous", issuedAt: 0, expiresAt: .max, subject: nil,
+                            role: TollgateConfig.anonymousRole, sessionName: "anonymous"),
+        s3: nil
+    )
 
     static func effectivePolicy(_ claims: TokenClaims, policies: [String: Policy]) throws(GatewayError) -> EffectivePolicy {
         guard let role = policies[claims.role] else { throw .accessDenied("The token's role has no policy.") }

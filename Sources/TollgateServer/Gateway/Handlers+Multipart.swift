@@ -117,13 +117,15 @@ extension Gateway {
         // An x-amz-checksum-* header here is the object's (parsed and signed with the request).
         let expected = call.identity.s3?.headerChecksum.map { AdditionalChecksum(algorithm: $0.algorithm, digest: $0.digest) }
         let info = try await refusingOverwrite(call) {
-            try await store.completeMultipartUpload(
-                bucket: bucket, key: key, uploadID: uploadID, parts: parts,
-                options: CompleteOptions(
-                    preconditions: writePreconditions(call), minimumPartSize: call.dialect == .oss ? Self.ossMinimumPartSize : nil,
-                    expectedChecksum: expected
+            try await journaled(call, bucket: bucket, key: key) {
+                try await store.completeMultipartUpload(
+                    bucket: bucket, key: key, uploadID: uploadID, parts: parts,
+                    options: CompleteOptions(
+                        preconditions: writePreconditions(call), minimumPartSize: call.dialect == .oss ? Self.ossMinimumPartSize : nil,
+                        expectedChecksum: expected
+                    )
                 )
-            )
+            }
         }
         call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
         var xml = document(call, root: "CompleteMultipartUploadResult")

@@ -278,11 +278,11 @@ extension Gateway {
 
     func putObject(_ call: Call, bucket: String, key: String) async throws -> Response {
         let body = try verifiedBody(call, kind: .objectData)
+        let metadata = try requestMetadata(call)
         let info = try await refusingOverwrite(call) {
-            try await store.putObject(
-                bucket: bucket, key: key, body: body, metadata: try requestMetadata(call),
-                options: body.writeOptions(writePreconditions(call))
-            )
+            try await journaled(call, bucket: bucket, key: key) {
+                try await store.putObject(bucket: bucket, key: key, body: body, metadata: metadata, options: body.writeOptions(writePreconditions(call)))
+            }
         }
         call.logger.info("object stored", metadata: ["object.bucket": "\(bucket)", "object.key": "\(key)", "object.size": "\(info.size)"])
         var headers: HTTPFields = [.eTag: call.dialect.etag(info.etag)]
@@ -319,10 +319,13 @@ extension Gateway {
             throw GatewayError.invalidArgument("Position is not valid.", name: "position", value: call.query["position"] ?? "")
         }
         let body = try verifiedBody(call, kind: .objectData)
-        let info = try await store.appendObject(
-            bucket: bucket, key: key, position: position, body: body, metadata: try requestMetadata(call),
-            options: body.writeOptions(WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch]))
-        )
+        let metadata = try requestMetadata(call)
+        let info = try await journaled(call, bucket: bucket, key: key) {
+            try await store.appendObject(
+                bucket: bucket, key: key, position: position, body: body, metadata: metadata,
+                options: body.writeOptions(WritePreconditions(ifMatch: call.headers[.ifMatch], ifNoneMatch: call.headers[.ifNoneMatch]))
+            )
+        }
         var headers: HTTPFields = [.eTag: call.dialect.etag(info.etag), .ossNextAppendPosition: String(info.size)]
         addChecksums(call, info.checksums, to: &headers)
         return empty(headers: headers)
@@ -348,11 +351,13 @@ extension Gateway {
         let metadata = CopyMetadata(metadata: directive == "REPLACE" ? given : nil,
                                     tags: taggingDirective == "REPLACE" ? given?.tags : nil)
         let info = try await refusingOverwrite(call) {
-            try await store.copyObject(
-                from: ObjectLocation(bucket: sourceBucket, key: sourceKey), to: ObjectLocation(bucket: bucket, key: key),
-                metadata: metadata,
-                options: CopyOptions(preconditions: writePreconditions(call), sourceConditions: copySourceConditions(call))
-            )
+            try await journaled(call, bucket: bucket, key: key) {
+                try await store.copyObject(
+                    from: ObjectLocation(bucket: sourceBucket, key: sourceKey), to: ObjectLocation(bucket: bucket, key: key),
+                    metadata: metadata,
+                    options: CopyOptions(preconditions: writePreconditions(call), sourceConditions: copySourceConditions(call))
+                )
+            }
         }
         var xml = document(call, root: "CopyObjectResult")
         xml.element("LastModified", WireDate.iso8601(info.lastModified, milliseconds: 0))
@@ -383,7 +388,10 @@ extension Gateway {
 
     func deleteObject(_ call: Call, bucket: String, key: String) async throws -> Response {
         _ = try await store.headBucket(bucket)
-        try await store.deleteObject(bucket: bucket, key: key)
+        _ = try await journaledDelete(call, bucket: bucket, keys: [key]) { _ in
+            try await store.deleteObject(bucket: bucket, key: key)
+            return [DeleteResult(key: key, error: nil)]
+        }
         return empty(.noContent)
     }
 
@@ -413,7 +421,9 @@ extension Gateway {
             }
         }
         _ = try await store.headBucket(bucket)
-        let results = try await store.deleteObjects(bucket: bucket, keys: allowed.map(\.key))
+        let results = try await journaledDelete(call, bucket: bucket, keys: allowed.map(\.key)) { keys in
+            try await store.deleteObjects(bucket: bucket, keys: keys)
+        }
         var xml = document(call, root: "DeleteResult")
         if encodeURL { xml.element("EncodingType", "url") }
         for (entry, result) in zip(allowed, results) {
