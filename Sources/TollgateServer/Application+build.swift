@@ -59,7 +59,7 @@ public func buildTokenRouter(state: TollgateState, metrics: PrometheusCollectorR
     router.add(middleware: TokenErrorMiddleware())
     TokenRoutes(live: state.live, revocations: state.revocations, audit: state.tokenAudit, clock: state.clock).addRoutes(to: router)
     if let store = state.store {
-        MobileStorageAPI(live: state.live, store: store, changes: state.changes, clock: state.clock).addRoutes(to: router)
+        MobileStorageAPI(live: state.live, store: store, changes: state.changes, revocations: state.revocations, clock: state.clock).addRoutes(to: router)
     }
     if let revocations = state.revocations {
         AdminController(root: state.snapshot.root, revocations: revocations, clock: state.clock).addRoutes(to: router)

@@ -112,8 +112,11 @@ struct PolicyCommand: AsyncParsableCommand {
             let role: Policy
             if let policyPath = policy {
                 role = try loadOrExit(policyPath, variables)
+            } else if let statements = try collectionStatements(collections!) {
+                role = statements
             } else {
-                role = try collectionStatements(collections!)
+                print("Deny (implicit): Collections grant \(collections! == "-" ? "anonymous callers" : "the role \(collections!)") no permission")
+                throw ExitCode(1)
             }
             let session = try sessionPolicy.map { try loadOrExit($0, variables) }
             do {
@@ -129,8 +132,8 @@ struct PolicyCommand: AsyncParsableCommand {
             }
         }
 
-        /// The statements `Collections` grants `role` ("-": anonymous callers); none is a deny-all policy.
-        private func collectionStatements(_ role: String) throws -> Policy {
+        /// The statements `Collections` grants `role` ("-": anonymous callers); nil: none.
+        private func collectionStatements(_ role: String) throws -> Policy? {
             let path = configPath(config) ?? "config.json"
             let loaded: TollgateConfig
             do { loaded = try TollgateConfig.load(path: path) } catch {
@@ -141,8 +144,7 @@ struct PolicyCommand: AsyncParsableCommand {
                 writeStandardError("tollgate policy simulate: \(path) has no role \(role) (roles: \(loaded.roles.keys.sorted().joined(separator: ", ")))")
                 throw ExitCode(2)
             }
-            let text = CollectionPolicy.document(role: role == "-" ? nil : role, collections: loaded.collections)
-                ?? #"{"Version":"2012-10-17","Statement":[]}"#
+            guard let text = CollectionPolicy.document(role: role == "-" ? nil : role, collections: loaded.collections) else { return nil }
             do { return try Policy.load(text: text, file: "\(path) (Collections, role \(role == "-" ? "anonymous" : role))") } catch {
                 for d in error.diagnostics { writeStandardError(d.description) }
                 throw ExitCode(2)

@@ -6,6 +6,7 @@ import TollgateDates
 import TollgateIdentity
 import TollgateMobile
 import TollgatePolicy
+import TollgateSignature
 import TollgateStore
 
 /// The mobile Storage API of Oracle Mobile Cloud (`/mobile/platform/storage/collections`), on
@@ -19,6 +20,8 @@ struct MobileStorageAPI: Sendable {
     let live: LiveConfig
     let store: any ObjectStore
     let changes: ChangeFeed?
+    /// Revoked credentials are refused on SigV4-signed requests; nil: none are.
+    let revocations: RevocationStore?
     let clock: @Sendable () -> Date
 
     func addRoutes(to router: Router<TollgateRequestContext>) {
@@ -68,20 +71,22 @@ struct MobileStorageAPI: Sendable {
         }
     }
 
-    /// Who calls: a verified login token's user and role, or nobody.
+    /// Who calls: a verified login token's (or vended credential's) user and role, the root
+    /// credentials, or nobody.
     struct Caller {
         var subject: String?
         var role: String?
         var claims: [String: String] = [:]
-        var user: String { subject ?? "anonymous" }
-        var isAnonymous: Bool { subject == nil && role == nil }
+        var isRoot = false
+        var user: String { subject ?? (isRoot ? "root" : "anonymous") }
+        var isAnonymous: Bool { subject == nil && role == nil && !isRoot }
     }
 
     func answer(_ request: Request, _ context: TollgateRequestContext, _ handle: (Call) async throws -> Response) async -> Response {
         let now = clock()
         let snapshot = live.current
         do {
-            let caller = try await identify(request, snapshot: snapshot, now: now)
+            let caller = try await identify(request, context: context, snapshot: snapshot, now: now)
             return try await handle(Call(request: request, context: context, snapshot: snapshot, caller: caller, now: now))
         } catch let error as MobileError {
             return error.response
@@ -93,12 +98,17 @@ struct MobileStorageAPI: Sendable {
         }
     }
 
-    /// `Authorization: Bearer <login token>`, verified as the token endpoint does; none: anonymous.
-    func identify(_ request: Request, snapshot: ConfigSnapshot, now: Date) async throws -> Caller {
-        guard let authorization = request.headers[.authorization] else { return Caller() }
+    /// `Authorization: Bearer <login token>`, verified as the token endpoint does; a request
+    /// signed with SigV4 (header or presigned) with credentials Tollgate vended; none: anonymous.
+    func identify(_ request: Request, context: TollgateRequestContext, snapshot: ConfigSnapshot, now: Date) async throws -> Caller {
+        let authorization = request.headers[.authorization]
+        if authorization?.hasPrefix("AWS4-HMAC-SHA256 ") == true || request.uri.queryParameters["X-Amz-Signature"] != nil {
+            return try signedCaller(request, context: context, snapshot: snapshot, now: now)
+        }
+        guard let authorization else { return Caller() }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            throw MobileError(.unauthorized, "The Storage API takes login tokens: Authorization: Bearer <token>.")
+            throw MobileError(.unauthorized, "The Storage API takes login tokens (Authorization: Bearer <token>) or SigV4 with vended credentials.")
         }
         guard let authentication = snapshot.config.authentication, let identities = snapshot.identities else {
             throw MobileError(.unauthorized, "This server has no Authentication section: there are no login tokens to present.")
@@ -115,6 +125,26 @@ struct MobileStorageAPI: Sendable {
         } catch let error as IdentityError {
             throw MobileError(HTTPResponse.Status(code: error.httpStatus), error.message, code: "MOBILE-" + error.code)
         }
+    }
+
+    /// A SigV4 request (service `s3`) signed with vended credentials: their user and role (the
+    /// root credentials: every permission). Bodies are not hashed here: a request with one must
+    /// sign `UNSIGNED-PAYLOAD`.
+    func signedCaller(_ request: Request, context: TollgateRequestContext, snapshot: ConfigSnapshot, now: Date) throws -> Caller {
+        let authenticator = Authenticator(root: snapshot.root, tokens: snapshot.tokens, revocations: revocations)
+        let identity: GatewayIdentity
+        do {
+            identity = try authenticator.authenticateS3(SignatureRequest(request.head, now: now))
+            try authenticator.refuseIfRevoked(identity, dialect: .s3, context: context)
+        } catch let error as S3AuthError {
+            throw MobileError(error.httpStatus == 400 ? .badRequest : .forbidden, error.message, code: "MOBILE-" + error.code)
+        }
+        if request.method == .put || request.method == .post,
+           let payload = request.headers[HTTPField.Name("x-amz-content-sha256")!], payload != "UNSIGNED-PAYLOAD" {
+            throw MobileError(.badRequest, "Sign requests with a body to the Storage API with x-amz-content-sha256: UNSIGNED-PAYLOAD.")
+        }
+        guard let claims = identity.claims else { return Caller(isRoot: true) }
+        return Caller(subject: claims.subject, role: claims.role, claims: claims.claims ?? [:])
     }
 
     // MARK: Authorisation
@@ -147,6 +177,7 @@ struct MobileStorageAPI: Sendable {
     /// The policy engine's decision over the collection statements of the caller's role.
     func authorize(_ call: Call, _ collection: MobileCollection, _ operation: GatewayOperation, key: String?, listing prefix: String? = nil)
         throws(MobileError) {
+        if call.caller.isRoot { return }
         var context = PolicyContext(now: call.now, sourceIp: call.context.clientIP, secureTransport: call.context.secureTransport,
                                     username: call.caller.subject, userAgent: call.request.headers[.userAgent], jwtClaims: call.caller.claims)
         if let prefix { context.setListing(prefix: prefix, delimiter: nil, maxKeys: nil) }
@@ -188,7 +219,7 @@ struct MobileStorageAPI: Sendable {
     /// Whether the caller holds any permission in the collection: one of its role, or (an
     /// anonymous caller, in a shared collection) what the AnonymousPolicyFile grants there.
     func mayUse(_ call: Call, _ collection: MobileCollection) -> Bool {
-        if !collection.permissions(of: call.caller.role).isEmpty { return true }
+        if call.caller.isRoot || !collection.permissions(of: call.caller.role).isEmpty { return true }
         guard call.caller.isAnonymous, !collection.isolated, let policy = call.snapshot.policies[TollgateConfig.anonymousRole] else { return false }
         var listing = PolicyContext(now: call.now)
         listing.setListing(prefix: collection.prefix, delimiter: nil, maxKeys: nil)
