@@ -149,6 +149,15 @@ def test_a_revocation_through_a_refuses_the_token_on_b_within_5_seconds(pair):
     assert not reads(a, creds)
     # Others carry on, on both.
     assert reads(a, other) and reads(b, other)
+    # A second revocation, through B, replaces the shared list A wrote (a conditional PUT on
+    # the backend's own ETag): both refuse both tokens.
+    answer = signed_revoke(b, {"AccessKeyId": other["AccessKeyId"]})
+    assert answer.status_code == 200, answer.text
+    started = time.monotonic()
+    while reads(a, other):
+        assert time.monotonic() - started < PROPAGATION_SECONDS, "A still accepts the revoked credentials"
+        time.sleep(0.1)
+    assert not reads(b, other) and not reads(b, creds)
 
 
 def upload(server, creds, key: str, body: bytes, acknowledged: dict, failed: list):

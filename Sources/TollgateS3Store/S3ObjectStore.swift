@@ -377,8 +377,9 @@ public final class S3ObjectStore: ObjectStore {
     func writeSystemObject(_ bytes: [UInt8], _ key: String, ifMatch: String? = nil, ifNoneMatch: String? = nil) async throws -> String {
         try await ensureSystemBucket()
         var headers: [(String, String)] = [("content-type", "application/json")]
-        if let ifMatch { headers.append(("if-match", ifMatch)) }
-        if let ifNoneMatch { headers.append(("if-none-match", ifNoneMatch)) }
+        // Unquoted, as for objects: RGW compares a PUT's If-Match with the bare ETag.
+        if let ifMatch { headers.append(("if-match", Self.backendETags(ifMatch))) }
+        if let ifNoneMatch { headers.append(("if-none-match", Self.backendETags(ifNoneMatch))) }
         let reply = try await expectSuccess(S3Call(.PUT, bucket: configuration.systemBucket, key: key, headers: headers,
                                                    body: .bytes(ByteBuffer(bytes: bytes)), idempotent: ifMatch == nil && ifNoneMatch == nil),
                                             bucket: configuration.systemBucket, key: key)
