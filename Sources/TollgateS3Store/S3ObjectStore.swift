@@ -469,4 +469,8 @@ struct S3SharedDocuments: SharedDocuments {
     func write(_ name: String, _ bytes: [UInt8], replacing version: String?) async throws -> String {
         try await store.writeSystemObject(bytes, "shared/" + name, ifMatch: version, ifNoneMatch: version == nil ? "*" : nil)
     }
+
+    func delete(_ name: String) async throws {
+        try await store.deleteSystemObject("shared/" + name)
+    }
 }

@@ -804,6 +804,8 @@ public protocol SharedDocuments: Sendable {
     func read(_ name: String, ifChangedFrom version: String?) async throws -> SharedDocumentRead
     /// Writes the document if it is still at `version` (nil: only if there is none); returns the new version.
     func write(_ name: String, _ bytes: [UInt8], replacing version: String?) async throws -> String
+    /// Removes the document; idempotent (a document no one names any more).
+    func delete(_ name: String) async throws
 }
 
 public enum SharedDocumentRead: Sendable, Equatable {

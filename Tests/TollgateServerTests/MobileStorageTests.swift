@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import Synchronization
 import Testing
 import TollgateCrypto
 import TollgateMemoryStore
@@ -353,4 +354,76 @@ private let root = "/mobile/platform/storage/collections"
         return
     }
     #expect(bytes == Array("two".utf8))
+}
+
+@Test func sealedSegmentsPastTheRetentionAreDeleted() async throws {
+    final class Clock: Sendable {
+        let now = Mutex(Date(timeIntervalSince1970: 1_000_000))
+    }
+    let clock = Clock()
+    let documents = SharedDocumentsTwin()
+    let feed = ChangeFeed(documents: documents, store: MemoryObjectStore(), shared: true, clock: { clock.now.withLock { $0 } },
+                          logger: Logger(label: "test"))
+    let collection = MobileCollection(name: "notes", kind: .shared, bucket: "magazine", changeRetentionSeconds: 60)
+    let start = try await feed.cursor(collection)
+    func change(_ id: String) async throws {
+        let ticket = try await feed.begin(collection, [(id, nil)], op: .put, by: "ben")
+        await feed.commit(ticket, [ChangeFeed.Outcome(etag: "e", size: 1)])
+    }
+    for index in 0..<JournalHead.capacity { try await change("k\(index)") }
+    #expect(try await documents.read("changes/notes/1.json", ifChangedFrom: nil) != .absent)
+    // Every change once, in order, across the sealed segment and the head.
+    guard case .changes(let all, _, false) = try await feed.changes(collection, after: start, limit: 1000, visible: { _ in true }) else {
+        Issue.record("all changes are kept")
+        return
+    }
+    #expect(all.map(\.id) == (0..<JournalHead.capacity).map { "k\($0)" })
+    clock.now.withLock { $0 += 120 }
+    try await change("late")
+    #expect(try await documents.read("changes/notes/1.json", ifChangedFrom: nil) == .absent)
+    guard case .gone = try await feed.changes(collection, after: start, limit: 10, visible: { _ in true }) else {
+        Issue.record("a cursor from before the retention is gone")
+        return
+    }
+}
+
+/// Shared documents whose writes take a while (a backend's round trip), counting them.
+final class SlowDocuments: SharedDocuments {
+    let base = SharedDocumentsTwin()
+    let writes = Mutex(0)
+    func read(_ name: String, ifChangedFrom version: String?) async throws -> SharedDocumentRead {
+        try await base.read(name, ifChangedFrom: version)
+    }
+    func write(_ name: String, _ bytes: [UInt8], replacing version: String?) async throws -> String {
+        writes.withLock { $0 += 1 }
+        try await Task.sleep(for: .milliseconds(5))
+        return try await base.write(name, bytes, replacing: version)
+    }
+    func delete(_ name: String) async throws { try await base.delete(name) }
+}
+
+@Test func concurrentWritersShareHeadWritesAndEachChangeAppearsOnce() async throws {
+    let documents = SlowDocuments()
+    let feed = ChangeFeed(documents: documents, store: MemoryObjectStore(), shared: true, logger: Logger(label: "test"))
+    let collection = MobileCollection(name: "notes", kind: .shared, bucket: "magazine")
+    let start = try await feed.cursor(collection)
+    let before = documents.writes.withLock { $0 }
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for index in 0..<64 {
+            group.addTask {
+                let ticket = try await feed.begin(collection, [("k\(index)", nil)], op: .put, by: "ben")
+                await feed.commit(ticket, [ChangeFeed.Outcome(etag: "e\(index)", size: 1)])
+            }
+        }
+        try await group.waitForAll()
+    }
+    guard case .changes(let all, _, false) = try await feed.changes(collection, after: start, limit: 1000, visible: { _ in true }) else {
+        Issue.record("every change is kept")
+        return
+    }
+    #expect(Set(all.map(\.id)) == Set((0..<64).map { "k\($0)" }) && all.count == 64)
+    #expect(all.map(\.seq) == Array(1...64))
+    // 128 steps (begin and commit of each) in far fewer compare-and-swaps of the head.
+    let writes = documents.writes.withLock { $0 } - before
+    #expect(writes < 32, "\(writes) head writes")
 }

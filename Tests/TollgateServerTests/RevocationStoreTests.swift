@@ -137,6 +137,10 @@ final class SharedDocumentsTwin: SharedDocuments, @unchecked Sendable {
         }
     }
 
+    func delete(_ name: String) async throws {
+        lock.withLock { documents[name] = nil }
+    }
+
     func write(_ name: String, _ bytes: [UInt8], replacing version: String?) async throws -> String {
         let interference = lock.withLock { () -> (() -> Void)? in
             defer { interfere = nil }

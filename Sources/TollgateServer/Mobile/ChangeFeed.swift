@@ -83,8 +83,9 @@ public final class ChangeFeed: Sendable {
             entries.append(ChangeEntry(time: time, id: write.id, space: write.space, op: write.op, etag: outcome.etag, size: outcome.size, by: write.by))
         }
         let finished = Set(ticket.writes.map(\.write))
+        let published = entries
         do {
-            try await modify(ticket.collection) { head in head.commit(entries, finished: finished) }
+            try await modify(ticket.collection) { head in head.commit(published, finished: finished) }
         } catch {
             logger.error("change feed: a committed change is not published yet; it will be within a minute", metadata: [
                 "collection": "\(ticket.collection.name)", "store.error": "\(error)",
@@ -156,10 +157,11 @@ public final class ChangeFeed: Sendable {
             }
         }
         let names = Set(abandoned.map(\.write))
+        let found = resolved
         try await modify(collection) { head in
             // Only those still pending: their writer may have finished meanwhile.
             let still = Set(head.pending.map(\.write)).intersection(names)
-            return head.commit(resolved.filter { still.contains($0.write) }.map(\.entry), finished: still)
+            return head.commit(found.filter { still.contains($0.write) }.map(\.entry), finished: still)
         }
         logger.info("change feed: abandoned writes resolved", metadata: [
             "collection": "\(collection.name)", "writes": "\(abandoned.count)", "published": "\(resolved.count)",
@@ -254,15 +256,77 @@ public final class ChangeFeed: Sendable {
     /// Changes the head with `change`, compare-and-swap, again from the latest head when
     /// another writer came first; drops what is past the retention; writes a sealed segment
     /// before the head that names it.
-    func modify(_ collection: MobileCollection, _ change: (inout JournalHead) throws -> (SegmentReference, [ChangeEntry])?) async throws {
+    /// A change to a head: applied to whichever version is current when its batch is written
+    /// (so it must depend on nothing but the head), returning a segment it sealed.
+    typealias HeadChange = @Sendable (inout JournalHead) throws -> (SegmentReference, [ChangeEntry])?
+
+    /// The changes waiting for one collection's head, and whether a writer is draining them.
+    private struct Queue {
+        var waiting: [(change: HeadChange, done: CheckedContinuation<Void, any Error>)] = []
+        var draining = false
+    }
+
+    private let queues = Mutex<[String: Queue]>([:])
+
+    /// Applies `change` to the collection's head. Changes that arrive while a head is being
+    /// written wait and go together in the next write (group commit): one compare-and-swap (and,
+    /// on the local store, one fsync) for all of them, however many writers there are. Throws
+    /// what `change` throws (then nothing of it is written), or the store's error.
+    func modify(_ collection: MobileCollection, _ change: @escaping HeadChange) async throws {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+            let starts = queues.withLock { queues -> Bool in
+                queues[collection.name, default: Queue()].waiting.append((change, done))
+                guard !queues[collection.name]!.draining else { return false }
+                queues[collection.name]!.draining = true
+                return true
+            }
+            if starts { Task { await self.drain(collection) } }
+        }
+    }
+
+    /// Writes the waiting changes in batches until none are left.
+    private func drain(_ collection: MobileCollection) async {
+        while true {
+            let batch = queues.withLock { queues -> [(change: HeadChange, done: CheckedContinuation<Void, any Error>)] in
+                let batch = queues[collection.name]?.waiting ?? []
+                queues[collection.name]?.waiting = []
+                if batch.isEmpty { queues[collection.name]?.draining = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            do {
+                let outcomes = try await write(collection, batch.map(\.change))
+                for (item, outcome) in zip(batch, outcomes) { item.done.resume(with: outcome) }
+            } catch {
+                for item in batch { item.done.resume(throwing: error) }
+            }
+        }
+    }
+
+    /// One batch: each change applied in order to the latest head (one that throws is left out),
+    /// the result written with a compare-and-swap, again from the new head when another instance
+    /// wrote first; segments sealed are written before the head that names them, segments past
+    /// the retention deleted after it.
+    private func write(_ collection: MobileCollection, _ changes: [HeadChange]) async throws -> [Result<Void, any Error>] {
         for attempt in 0..<64 {
             let (loaded, version) = try await load(collection.name)
             var head = loaded
-            let before = head.next
-            let sealed = try change(&head)
+            var outcomes: [Result<Void, any Error>] = []
+            var sealed: [(SegmentReference, [ChangeEntry])] = []
+            for change in changes {
+                var attempted = head
+                do {
+                    if let segment = try change(&attempted) { sealed.append(segment) }
+                    head = attempted
+                    outcomes.append(.success(()))
+                } catch {
+                    outcomes.append(.failure(error))
+                }
+            }
             head.prune(now: now, retention: Int64(collection.changeRetentionSeconds) * 1000)
+            let dropped = loaded.segments.filter { !head.segments.contains($0) }
             do {
-                if let (reference, entries) = sealed {
+                for (reference, entries) in sealed where head.segments.contains(reference) {
                     let name = Self.segmentName(collection.name, reference.first)
                     let bytes = JournalSegment(entries: entries).encoded()
                     do { _ = try await documents.write(name, bytes, replacing: nil) } catch StoreError.preconditionFailed {
@@ -275,8 +339,16 @@ public final class ChangeFeed: Sendable {
                 }
                 let written = try await documents.write(Self.headName(collection.name), head.encoded(), replacing: version)
                 heads.withLock { $0[collection.name] = (written, head) }
-                if head.next != before { notifiers.withLock { $0[collection.name] }?.signal() }
-                return
+                if head.next != loaded.next { notifiers.withLock { $0[collection.name] }?.signal() }
+                // Segments past the retention: no head names them any more.
+                for segment in dropped {
+                    let name = Self.segmentName(collection.name, segment.first)
+                    segments.withLock { $0[name] = nil }
+                    do { try await documents.delete(name) } catch {
+                        logger.warning("change feed: an expired segment stays", metadata: ["segment": "\(name)", "store.error": "\(error)"])
+                    }
+                }
+                return outcomes
             } catch StoreError.preconditionFailed {
                 heads.withLock { $0[collection.name] = nil }
                 try? await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 + attempt * 5))))

@@ -35,6 +35,15 @@ final class FileDocuments: SharedDocuments {
         }
     }
 
+    func delete(_ name: String) async throws {
+        try await offload {
+            try self.writing.withLock { _ in
+                guard unlink(self.path(name)) == 0 || errno == ENOENT else { throw Self.failure("unlink", self.path(name)) }
+                self.known.withLock { $0[name] = .some(nil) }
+            }
+        }
+    }
+
     private let writing = Mutex<Void>(())
 
     private func writeLocked(_ name: String, _ bytes: [UInt8], replacing version: String?) throws -> String {
