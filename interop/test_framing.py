@@ -404,7 +404,10 @@ def test_pipelined_streams_answer_like_requests_alone(gw, signer):
             start = cut
         context = f"seed {seed}, stream {stream_index}: {[item[0] for item in chosen]}"
         for position, (name, method, _, ends) in enumerate(chosen):
-            answer = wire.answer(method)
+            try:
+                answer = wire.answer(method)
+            except EOFError as error:
+                raise AssertionError(f"{context}, answer {position}: {error}") from error
             assert normalized(answer) == reference[name], f"{context}: answer {position} ({name}) differs: {answer}"
             assert answer.framing != "close", f"{context}: {name} answered without framing"
             if answer.closes:

@@ -143,6 +143,13 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         return EventLoopFuture.andAllSucceed(removed, on: nios[0].eventLoop)
     }
 
+    /// What cannot be parsed after a request that ends the connection is dropped with it: no
+    /// one answers it, and nothing closes the connection before the last answer is read.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if lastRequestRead { return }
+        context.fireErrorCaught(error)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         // Requests after one that ends the connection are not the server's to run (RFC 9112
@@ -220,9 +227,27 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             written.futureResult.whenComplete { result in
                 promise?.completeWith(result)
-                bound.value.close(promise: nil)
+                Self.endConnection(bound.value)
             }
         }
+    }
+
+    /// How long a connection whose last answer is written may still take to read it.
+    static let lingering: TimeAmount = .seconds(2)
+
+    /// Ends the connection after its last answer: the output first (a FIN after the answer),
+    /// then, once the client closes its side or `lingering` has passed, the rest. Closing at once
+    /// with requests the client pipelined still unread would reset the connection, and a reset
+    /// makes the client's system drop the part of the answer it has not read yet. What arrives
+    /// meanwhile is read and dropped. Where the output cannot be closed alone (TLS), it all closes.
+    static func endConnection(_ context: ChannelHandlerContext) {
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let halfClosed = context.eventLoop.makePromise(of: Void.self)
+        halfClosed.futureResult.whenComplete { result in
+            guard case .success = result else { return bound.value.close(promise: nil) }
+            bound.value.eventLoop.scheduleTask(in: lingering) { bound.value.close(promise: nil) }
+        }
+        context.close(mode: .output, promise: halfClosed)
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
