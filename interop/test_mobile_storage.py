@@ -17,17 +17,16 @@ import threading
 import time
 import urllib.parse
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import jwt
 import oss2
 import pytest
 import requests
-from cryptography.hazmat.primitives.asymmetric import ec
 
 import mobile_sync_example
 from conftest import ROOT_SECRET, Server
+from test_identity import KeyServer as JWKSServer, SigningKey
 from s3_helpers import ROOT_ACCESS_KEY_ID, ClientError, error_of, root_client, s3_client
 
 BUCKET = "tollgate"
@@ -37,33 +36,14 @@ MiB = 1024 * 1024
 
 # MARK: Identity: a loopback JWKS, ES256 login tokens, role rules
 
-class KeyServer:
-    """A JWKS endpoint on loopback, with one ES256 key that signs every login token here."""
+class KeyServer(JWKSServer):
+    """test_identity's JWKS endpoint on loopback, with one ES256 key that signs every login token here."""
 
     def __init__(self):
-        self.private = ec.generate_private_key(ec.SECP256R1())
-        jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.private.public_key()))
-        jwk.update({"kid": "magazine-1", "use": "sig", "alg": "ES256"})
-        body = json.dumps({"keys": [jwk]}).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        super().__init__()
+        self.key = SigningKey("ES256", "magazine-1")
+        self.publish(self.key)
         self.tokens = {}
-
-    @property
-    def issuer(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def token(self, subject: str, *, lifetime=3600, **claims) -> str:
         """A login token for `subject` with the roles the magazine gives them (cached)."""
@@ -72,11 +52,8 @@ class KeyServer:
             now = int(time.time())
             payload = {"iss": self.issuer, "aud": AUDIENCE, "sub": subject, "iat": now, "exp": now + lifetime,
                        "roles": USER_ROLES.get(subject, []), **claims}
-            self.tokens[key] = jwt.encode(payload, self.private, algorithm="ES256", headers={"kid": "magazine-1"})
+            self.tokens[key] = jwt.encode(payload, self.key.private, algorithm="ES256", headers={"kid": "magazine-1"})
         return self.tokens[key]
-
-    def close(self):
-        self.httpd.shutdown()
 
 
 # Who is who in the seed's magazine (and a few more for the other tests). A subject's `roles`

@@ -134,7 +134,10 @@ public final class ChangeFeed: Sendable {
     /// them: a put whose object was written at or after it began, a delete whose object is gone;
     /// anything else did not happen.
     func resolveAbandoned(_ collection: MobileCollection) async throws {
-        let (head, _) = try await load(collection.name)
+        // The head this instance last read or wrote will do: a pending record it does not show
+        // yet is resolved by a later call. Only a head never seen is read for this.
+        let head: JournalHead
+        if let seen = heads.withLock({ $0[collection.name]?.head }) { head = seen } else { head = try await load(collection.name).head }
         let now = self.now
         let abandoned = head.pending.filter { now - $0.time >= staleAfter || (!shared && $0.time < startedAt) }
         guard !abandoned.isEmpty else { return }
