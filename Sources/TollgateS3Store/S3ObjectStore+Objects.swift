@@ -430,11 +430,11 @@ extension S3ObjectStore {
 /// `range` of a body that came whole (a backend that ignored the Range header).
 struct RangeOfBody: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
-    let base: HTTPClientResponse.Body
+    let base: BackendBody
     let range: Range<Int64>
 
     struct AsyncIterator: AsyncIteratorProtocol {
-        var base: HTTPClientResponse.Body.AsyncIterator
+        var base: BackendBody.AsyncIterator
         let range: Range<Int64>
         var offset: Int64 = 0
 

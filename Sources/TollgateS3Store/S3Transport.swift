@@ -54,7 +54,7 @@ struct S3Call: Sendable {
 struct S3Reply: Sendable {
     let status: UInt
     let headers: HTTPHeaders
-    let body: HTTPClientResponse.Body
+    let body: BackendBody
 
     var ok: Bool { (200..<300).contains(status) }
 
@@ -317,8 +317,16 @@ final class S3Transport: Sendable {
         } else {
             deadline = .now() + .init(configuration.requestTimeout)
         }
-        let response = try await client.execute(request, deadline: deadline, logger: logger)
-        return S3Reply(status: response.status.code, headers: response.headers, body: response.body)
+        if case .stream = call.body {
+            let response = try await client.execute(request, deadline: deadline, logger: logger)
+            return S3Reply(status: response.status.code, headers: response.headers, body: BackendBody(response.body))
+        }
+        // Without a body to stream, the answer is read through a pipe that reads ahead (`BackendBody`).
+        var bytes: ByteBuffer?
+        if case .bytes(let buffer) = call.body { bytes = buffer } else if request.body != nil { bytes = ByteBuffer() }
+        let plain = try HTTPClient.Request(url: url, method: call.method, headers: request.headers, body: bytes.map { .byteBuffer($0) })
+        let (head, body) = try await ResponsePipe.send(plain, client: client, deadline: deadline, logger: logger)
+        return S3Reply(status: head.status.code, headers: head.headers, body: body)
     }
 
     /// URL, `Host`, raw (encoded) path and query of a call.

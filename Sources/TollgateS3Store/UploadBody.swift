@@ -207,17 +207,16 @@ struct SignedChunks: AsyncSequence, Sendable {
         var remaining: Int64
         var leftover: ByteBuffer?
         var sentFinal = false
+        /// The rest of the chunk whose header went last: its payload's pieces, then its CRLF.
+        var queued = CircularBuffer<ByteBuffer>()
 
-        /// Each chunk is written once, into a buffer that holds its header, payload and CRLF: the
-        /// chunk sizes follow from the body's length, so the header's length is known before the
-        /// payload is copied in behind it, and the header is filled in once the payload's SHA-256 is.
+        /// A chunk goes as its header, then the pieces of the source that make its payload, as
+        /// they came (slices, not copies), then CRLF: its pieces are gathered and hashed first,
+        /// since the header carries the payload's signature.
         mutating func next() async throws -> ByteBuffer? {
+            if let piece = queued.popFirst() { return piece }
             if sentFinal { return nil }
             let size = Int(Swift.min(Int64(SignedChunks.chunkSize), remaining))
-            let headerLength = String(size, radix: 16).utf8.count + ";chunk-signature=".utf8.count + 64 + 2
-            // Exactly this size (a buffer grown by reserveCapacity would take the next power of two).
-            var chunk = ByteBufferAllocator().buffer(capacity: headerLength + size + 2)
-            chunk.writeRepeatingByte(0, count: headerLength)
             if size == 0 {
                 // The source must end here, with every check of it passed, before the final chunk goes.
                 guard leftover == nil, try await base.next() == nil else {
@@ -225,24 +224,23 @@ struct SignedChunks: AsyncSequence, Sendable {
                 }
                 sentFinal = true
             }
-            while chunk.readableBytes < headerLength + size {
+            let digest = try StreamingDigest(.sha256)
+            var gathered = 0
+            while gathered < size {
                 if leftover == nil { leftover = try await base.next() }
                 guard var piece = leftover else {
                     throw UploadBody.SourceFailed(error: UploadBody.LengthMismatch(announced: base.length ?? 0, received: base.count))
                 }
-                let take = Swift.min(headerLength + size - chunk.readableBytes, piece.readableBytes)
-                var slice = piece.readSlice(length: take)!
-                chunk.writeBuffer(&slice)
+                let slice = piece.readSlice(length: Swift.min(size - gathered, piece.readableBytes))!
+                try slice.withUnsafeReadableBytes { try digest.update($0) }
+                queued.append(slice)
+                gathered += slice.readableBytes
                 leftover = piece.readableBytes > 0 ? piece : nil
             }
             remaining -= Int64(size)
-            let digest = try chunk.withUnsafeReadableBytes { bytes in
-                try Crypto.sha256(UnsafeRawBufferPointer(rebasing: bytes[headerLength...]))
-            }
-            let signature = try signer.sign(payloadSHA256: digest)
-            chunk.setString(String(size, radix: 16) + ";chunk-signature=" + signature + "\r\n", at: chunk.readerIndex)
-            chunk.writeString("\r\n")
-            return chunk
+            queued.append(ByteBuffer(string: "\r\n"))
+            let signature = try signer.sign(payloadSHA256: try digest.finalize())
+            return ByteBuffer(string: String(size, radix: 16) + ";chunk-signature=" + signature + "\r\n")
         }
     }
 

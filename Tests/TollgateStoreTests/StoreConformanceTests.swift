@@ -645,3 +645,46 @@ func appendTagsAndOddKeys(kind: StoreKind) async throws {
     #expect(try await store.deleteObjects(bucket: "odd", keys: keys) == keys.map { DeleteResult(key: $0, error: nil) })
     #expect(try await store.listObjects(bucket: "odd", query: ListQuery(prefix: "ctl/")).objects.isEmpty)
 }
+
+/// The S3 store's answers are read through `ResponsePipe`: a body dropped after its first piece
+/// lets its connection go (the request is cancelled), so with two connections to the backend the
+/// reads after twelve abandoned ones still get whole, correct bodies before the request timeout.
+@Test(.enabled(if: S3TestBackend.current != nil))
+func s3BodiesReadAheadBoundedAndLetGoWhenDropped() async throws {
+    let store = try S3TestBackend.current!.store { configuration in
+        configuration.connectionsPerHost = 2
+        configuration.requestTimeout = .seconds(8)
+    }
+    defer { Task { try? await store.close() } }
+    try await store.createBucket("pipe")
+    let total = 5 * 1024 * 1024 + 17
+    let expected = try StreamingDigest(.md5)
+    for try await chunk in GeneratedBody(total: total, chunkSize: 1 << 20) {
+        try chunk.withUnsafeReadableBytes { try expected.update($0) }
+    }
+    let expectedMD5 = try expected.finalize()
+    _ = try await store.putObject(bucket: "pipe", key: "big", body: GeneratedBody(total: total, chunkSize: 1 << 20),
+                                  metadata: ObjectMetadata(), options: WriteOptions())
+    let started = ContinuousClock.now
+    for _ in 0..<12 {
+        let read = try await store.getObject(bucket: "pipe", key: "big", range: nil)
+        var iterator = read.body.makeAsyncIterator()
+        #expect(try await iterator.next() != nil)
+    }
+    for _ in 0..<3 {
+        let read = try await store.getObject(bucket: "pipe", key: "big", range: nil)
+        let digest = try StreamingDigest(.md5)
+        var received = 0
+        var largest = 0
+        for try await buffer in read.body {
+            received += buffer.readableBytes
+            largest = max(largest, buffer.readableBytes)
+            try buffer.withUnsafeReadableBytes { try digest.update($0) }
+        }
+        #expect(received == total)
+        #expect(largest <= ResponsePipe.readAhead)
+        #expect(try digest.finalize() == expectedMD5)
+    }
+    // Twelve connections left hanging would each hold the pool until the 8 s timeout.
+    #expect(ContinuousClock.now - started < .seconds(8))
+}
