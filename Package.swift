@@ -46,9 +46,11 @@ let package = Package(
         .target(name: "TollgateJSON", swiftSettings: swiftSettings),
         .target(name: "TollgatePolicy", dependencies: ["TollgateDates"], swiftSettings: swiftSettings),
         .target(name: "TollgateToken", dependencies: ["TollgateCrypto", "TollgateDates", "TollgateJSON"], swiftSettings: swiftSettings),
-        .target(name: "TollgateSignature", dependencies: ["TollgateCrypto", "TollgateDates"], swiftSettings: swiftSettings),
+        // The one cache type (bounded, CLOCK eviction): signing keys, login tokens, webhook answers, session policies.
+        .target(name: "TollgateCache", swiftSettings: swiftSettings),
+        .target(name: "TollgateSignature", dependencies: ["TollgateCrypto", "TollgateDates", "TollgateCache"], swiftSettings: swiftSettings),
         // Who an app user is: OIDC/JWT verification (jwt-kit), JWKS caching, role rules.
-        .target(name: "TollgateIdentity", dependencies: [.product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
+        .target(name: "TollgateIdentity", dependencies: ["TollgateCache", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         // CORS rules (S3's shape) and their matching: one type for config.json, the XML reader, the store and the gateway.
         .target(name: "TollgateCORS", swiftSettings: swiftSettings),
         // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload, Tagging, CORSConfiguration).
@@ -113,7 +115,7 @@ let package = Package(
             name: "TollgateServer",
             dependencies: [
                 "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
-                "TollgateStorage", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream", "TollgateMobile",
+                "TollgateStorage", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream", "TollgateMobile", "TollgateCache",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -151,6 +153,7 @@ let package = Package(
             path: "bench/NIOFloor", swiftSettings: swiftSettings
         ),
         .testTarget(name: "TollgateDatesTests", dependencies: ["TollgateDates"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateCacheTests", dependencies: ["TollgateCache"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateMobileTests", dependencies: ["TollgateMobile", "TollgatePolicy"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateCryptoTests", dependencies: ["TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgatePolicyTests", dependencies: ["TollgatePolicy"], swiftSettings: swiftSettings),
@@ -170,6 +173,7 @@ let package = Package(
             name: "TollgateServerTests",
             dependencies: [
                 "TollgateServer", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateMobile", "TollgateCrypto",
+                "TollgatePolicy",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],

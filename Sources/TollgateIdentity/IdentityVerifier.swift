@@ -1,4 +1,5 @@
 import Foundation
+import TollgateCache
 import JWTKit
 import Synchronization
 
@@ -67,23 +68,20 @@ public struct IdentityVerifier: Sendable {
 /// Login tokens that verified, until they expire: an app presents the same ID token for every
 /// refresh until it expires, and checking a signature costs more than the rest of issuing. The
 /// expiry (and nothing else) is checked again on each use; a key the provider withdraws stops
-/// new tokens at once and cached ones at their expiry. Bounded: emptied when full, and only
+/// new tokens at once and cached ones at their expiry. Bounded (`BoundedCache`), and only
 /// tokens of ordinary size are kept.
 final class VerifiedTokens: Sendable {
     static let capacity = 4096
     static let maxTokenLength = 4096
-    private let entries = Mutex<[String: VerifiedIdentity]>([:])
+    private let entries = BoundedCache<String, VerifiedIdentity>(capacity: capacity)
 
     func lookup(_ token: String, now: Date) -> VerifiedIdentity? {
-        guard let identity = entries.withLock({ $0[token] }) else { return nil }
+        guard let identity = entries.value(for: token) else { return nil }
         return now < identity.expiresAt ? identity : nil
     }
 
     func insert(_ token: String, _ identity: VerifiedIdentity) {
         guard token.utf8.count <= Self.maxTokenLength else { return }
-        entries.withLock { entries in
-            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
-            entries[token] = identity
-        }
+        entries.insert(identity, for: token)
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import TollgateCache
 
 /// The app's own login, for apps whose users sign in with session cookies, passwords or SMS
 /// codes rather than OIDC: the token the app presents is POSTed to the webhook, whose answer
@@ -11,8 +11,12 @@ public final class Webhook: Sendable {
 
     let settings: WebhookSettings
     let post: Post
-    let answers = Mutex<[String: (identity: VerifiedIdentity, until: Date)]>([:])
+    struct Answer: Sendable {
+        let identity: VerifiedIdentity
+        let until: Date
+    }
     static let cacheCapacity = 4096
+    let answers = BoundedCache<String, Answer>(capacity: cacheCapacity)
     /// The longest validity of any credentials (TokenExpireTime's maximum).
     static let longestValiditySeconds = 43200
 
@@ -22,7 +26,7 @@ public final class Webhook: Sendable {
     }
 
     public func verify(_ token: String, now: Date) async throws(IdentityError) -> VerifiedIdentity {
-        if let cached = answers.withLock({ $0[token] }), now < cached.until { return cached.identity }
+        if let cached = answers.value(for: token), now < cached.until { return cached.identity }
         let body = try? JSONSerialization.data(withJSONObject: ["token": token])
         let answer: (status: Int, body: [UInt8])
         do {
@@ -37,10 +41,7 @@ public final class Webhook: Sendable {
         let identity = try Self.identity(from: answer.body, now: now, subjectPrefix: settings.subjectPrefix)
         if token.utf8.count <= VerifiedTokens.maxTokenLength {
             let until = min(identity.expiresAt, now.addingTimeInterval(TimeInterval(settings.cacheSeconds)))
-            answers.withLock { answers in
-                if answers.count >= Self.cacheCapacity { answers.removeAll(keepingCapacity: true) }
-                answers[token] = (identity, until)
-            }
+            answers.insert(Answer(identity: identity, until: until), for: token)
         }
         return identity
     }

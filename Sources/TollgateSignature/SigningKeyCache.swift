@@ -1,4 +1,4 @@
-import Synchronization
+import TollgateCache
 import TollgateCrypto
 
 /// A derived signing key, with its HMAC state prepared once (re-keying an HMAC for every
@@ -16,7 +16,7 @@ struct DerivedSigningKey: Sendable {
 /// Derived signing keys of every SigV4-family flavor, by key prefix, secret, date, region and
 /// service. Deriving one takes four HMACs, and a client signs all of a day's requests with the
 /// same key, so the gateway derives it once. Memoisation only: the result is the same with or
-/// without the cache. Bounded: emptied when full.
+/// without the cache. Bounded (`BoundedCache`).
 final class SigningKeyCache: Sendable {
     static let shared = SigningKeyCache()
     static let capacity = 4096
@@ -30,15 +30,9 @@ final class SigningKeyCache: Sendable {
         let service: String
     }
 
-    private let keys = Mutex<[Key: DerivedSigningKey]>([:])
+    private let keys = BoundedCache<Key, DerivedSigningKey>(capacity: capacity)
 
     func key<E: Error>(for id: Key, derive: () throws(E) -> DerivedSigningKey) throws(E) -> DerivedSigningKey {
-        if let key = keys.withLock({ $0[id] }) { return key }
-        let key = try derive()
-        keys.withLock { keys in
-            if keys.count >= Self.capacity { keys.removeAll(keepingCapacity: true) }
-            keys[id] = key
-        }
-        return key
+        try keys.value(for: id, orMake: derive)
     }
 }

@@ -10,6 +10,7 @@ import Synchronization
 import Testing
 import TollgateCORS
 import TollgateCrypto
+import TollgatePolicy
 import TollgateSignature
 import TollgateLocalStore
 import TollgateMemoryStore
@@ -1146,4 +1147,24 @@ func getsOfBodiesInPiecesAreHandedOnAtOnce() async throws {
     #expect(try await fast.sentFiles() == [Array(video[100...199])])
     #expect(try await fast.handedOn().isEmpty)
     #expect(try await fast.channel.finish().isClean)
+}
+
+@Test("a token's session policy is compiled once, and an invalid one is refused every time")
+func sessionPoliciesAreCompiledOnce() throws {
+    let role = try Policy.load(text: #"{"Version":"1","Statement":[{"Effect":"Allow","Action":["s3:*"],"Resource":["*"]}]}"#, file: "role")
+    let marker = "session-\(UUID().uuidString)"
+    let session = #"{"Version":"1","Statement":[{"Effect":"Allow","Action":["s3:GetObject"],"Resource":["arn:aws:s3:::"# + marker + #"/*"]}]}"#
+    let claims = TokenClaims(keyId: "k", accessKeyId: "STS.A", issuedAt: 0, expiresAt: .max, subject: "u", role: "r",
+                             sessionName: "s", sessionPolicy: session)
+    #expect(Gateway.sessionPolicies.value(for: session) == nil)
+    let first = try Gateway.effectivePolicy(claims, policies: ["r": role])
+    #expect(Gateway.sessionPolicies.value(for: session) != nil, "compiled and kept")
+    let second = try Gateway.effectivePolicy(claims, policies: ["r": role])
+    #expect(first.session?.statementReferences.count == 1 && second.session?.statementReferences.count == 1)
+    var invalid = claims
+    invalid.sessionPolicy = "{not json"
+    for _ in 0..<2 {
+        #expect(throws: GatewayError.self) { try Gateway.effectivePolicy(invalid, policies: ["r": role]) }
+    }
+    #expect(Gateway.sessionPolicies.value(for: "{not json") == nil, "a failure is not cached")
 }

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import Synchronization
 import TollgateCORS
+import TollgateCache
 import TollgateCrypto
 import TollgatePolicy
 import TollgateSignature
@@ -553,11 +554,17 @@ struct Gateway: HTTPResponder, Sendable {
         s3: nil
     )
 
+    /// Session policies compiled once per text: a user's token carries the same one on every request.
+    static let sessionPolicies = BoundedCache<String, Policy>(capacity: 1024)
+
     static func effectivePolicy(_ claims: TokenClaims, policies: [String: Policy]) throws(GatewayError) -> EffectivePolicy {
         guard let role = policies[claims.role] else { throw .accessDenied("The token's role has no policy.") }
         guard let sessionText = claims.sessionPolicy else { return EffectivePolicy(role: role) }
         do {
-            return EffectivePolicy(role: role, session: try Policy.load(text: sessionText, file: "session policy", variables: [:]))
+            let session = try sessionPolicies.value(for: sessionText) {
+                try Policy.load(text: sessionText, file: "session policy", variables: [:])
+            }
+            return EffectivePolicy(role: role, session: session)
         } catch {
             throw .accessDenied("The token's session policy is invalid.")
         }
