@@ -54,13 +54,9 @@ enum Posix {
     /// folios (ext4 sizes a folio by the write: a 1 MiB write, one 1 MiB folio), fewer for
     /// sendfile to look up and splice than the pages of many small writes.
     static func pwriteAll(_ fd: Int32, _ buffers: [ByteBuffer], at offset: Int64) throws(StoreError) {
-        // The pointers outlive their closures, as in NIO's own vector writes: `buffers` keeps
-        // every storage alive and unchanged until the last call returns.
-        try withExtendedLifetime(buffers) { () throws(StoreError) in
-            var vectors = buffers.compactMap { buffer -> iovec? in
-                buffer.readableBytes == 0 ? nil : buffer.withUnsafeReadableBytes {
-                    iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress!), iov_len: $0.count)
-                }
+        try withReadableBytes(of: buffers) { (pointers) throws(StoreError) in
+            var vectors = pointers.compactMap { bytes -> iovec? in
+                bytes.count == 0 ? nil : iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress!), iov_len: bytes.count)
             }
             var first = 0
             var position = offset
@@ -87,6 +83,23 @@ enum Posix {
                 }
             }
         }
+    }
+
+    /// Calls `body` with the readable bytes of every buffer, each pointer lent for the whole call
+    /// (the closures nest, one per buffer: no pointer is used outside the closure that lends it).
+    static func withReadableBytes<Result, Failure: Error>(
+        of buffers: [ByteBuffer], _ body: ([UnsafeRawBufferPointer]) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        var pointers: [UnsafeRawBufferPointer] = []
+        pointers.reserveCapacity(buffers.count)
+        func lend(_ index: Int) throws(Failure) -> Result {
+            guard index < buffers.count else { return try body(pointers) }
+            return try buffers[index].withUnsafeReadableBytes { (bytes) throws(Failure) -> Result in
+                pointers.append(bytes)
+                return try lend(index + 1)
+            }
+        }
+        return try lend(0)
     }
 
     /// Reads up to `buffer.count` bytes at `offset`, fewer only at end of file.
@@ -435,17 +448,23 @@ struct FileSegments: AsyncSequence, Sendable {
 /// while the store is open, with the holder's pid in the file. Two processes on one store would
 /// each delete, at start-up, the files the other is still writing, and each would serve from a
 /// cache the other's writes never empty; so a second one is refused instead. On a file system
-/// that has no locks, the store opens without one.
+/// that has no locks, the store opens without one and says so (`unguarded`), for a warning at start-up.
 final class DirectoryLock: Sendable {
     private let fd = Mutex<Int32>(-1)
+    /// Why the directory could not be locked (the file system has no locks), or nil when it is.
+    let unguarded: String?
 
-    init(directory: String) throws {
+    init(directory: String, lock: (Int32, Int32) -> Int32 = { flock($0, $1) }) throws {
         let path = directory + "/lock"
         let fd = try Posix.open(path, O_RDWR | O_CREAT)
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        var unguarded: String?
+        while lock(fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EINTR { continue }
             // A file system without locks (some FUSE mounts) opens unguarded, as before the lock.
-            if [ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL].contains(errno) { break }
+            if [ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL].contains(errno) {
+                unguarded = "flock \(path): \(String(cString: strerror(errno)))"
+                break
+            }
             let busy = errno == EWOULDBLOCK
             let failure = Posix.failure("flock \(path)")
             let holder = busy ? Self.holder(fd) : nil
@@ -459,6 +478,7 @@ final class DirectoryLock: Sendable {
             try Posix.pwriteAll(fd, [ByteBuffer(string: "\(getpid())\n")], at: 0)
         } catch {}
         self.fd.withLock { $0 = fd }
+        self.unguarded = unguarded
     }
 
     /// Releases the directory (also at deinit).

@@ -105,6 +105,10 @@ public final class LocalObjectStore: ObjectStore {
     /// Held from before recovery until `close` (or deinit): one open store per directory.
     private let lock: DirectoryLock
 
+    /// Why no other process is kept from opening this directory too (its file system has no
+    /// locks), or nil when the directory is locked: a warning for the operator at start-up.
+    public var unguarded: String? { lock.unguarded }
+
     /// How many files the object cache keeps open: 256, or an eighth of the process's limit on
     /// open descriptors when that is lower, so that connections keep the rest.
     static func keptFiles() -> Int {
@@ -627,11 +631,8 @@ final class FileWriter: Sendable {
             try open(&state)
             let count = buffers.reduce(0) { $0 + $1.readableBytes }
             guard count > 0 else { return }
-            // The pointers outlive their closures, as in `Posix.pwriteAll`: `buffers` keeps every
-            // storage alive and unchanged until the update returns.
-            withExtendedLifetime(buffers) {
-                state.md5.update(buffers.map { $0.withUnsafeReadableBytes { $0 } })
-            }
+            let md5 = state.md5
+            Posix.withReadableBytes(of: buffers) { md5.update($0) }
             if let code = fault?() { throw Posix.failure("write", code) }
             try Posix.pwriteAll(state.fd, buffers, at: state.offset)
             state.offset += Int64(count)

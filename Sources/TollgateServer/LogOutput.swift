@@ -5,7 +5,8 @@ import TollgateDates
 
 /// Structured log lines (`time level label: message key=value …`, or one JSON object per line
 /// with `LOG_FORMAT=json`) written to standard output
-/// through a buffer that a background thread drains every few milliseconds. swift-log's
+/// through a buffer that a background thread drains a few milliseconds after a line arrives (it
+/// sleeps on a semaphore while nothing is pending: an idle server's log thread never wakes). swift-log's
 /// `StreamLogHandler` flushes stdout on every line, which on the token endpoint's hot path
 /// cost more than minting the token itself.
 public final class LogOutput: Sendable {
@@ -13,14 +14,19 @@ public final class LogOutput: Sendable {
 
     private let fileDescriptor: Int32
     private let pending = Mutex<[UInt8]>([])
+    /// Signalled when the buffer stops being empty: the thread waits on it while there is nothing to write.
+    private let arrived = DispatchSemaphore(value: 0)
     /// Above this many pending bytes the writer flushes inline instead of waiting for the thread.
     private static let inlineFlushThreshold = 1 << 20
+    /// How long the thread lets lines gather after the first before writing them together.
+    private static let gathering: useconds_t = 10_000
 
     init(fileDescriptor: Int32) {
         self.fileDescriptor = fileDescriptor
         let thread = Thread { [self] in
             while true {
-                usleep(20_000)
+                self.arrived.wait()
+                usleep(Self.gathering)
                 self.flush()
             }
         }
@@ -34,6 +40,7 @@ public final class LogOutput: Sendable {
             buffer.append(UInt8(ascii: "\n"))
             return buffer.count
         }
+        if size == line.count + 1 { arrived.signal() }
         if size > Self.inlineFlushThreshold { flush() }
     }
 

@@ -107,6 +107,10 @@ public enum StoreFactory {
                 }
             ))
             try await store.open()
+            if let unguarded = store.unguarded {
+                logger.warning("the store's directory cannot be locked: nothing stops a second server from opening it too, and two servers on one store lose objects",
+                               metadata: ["store.directory": "\(dataDirectory)/store", "store.error": "\(unguarded)"])
+            }
             logger.info("object store opened", metadata: ["store.backend": "local", "store.directory": "\(dataDirectory)/store",
                                                           "store.recovery": "\(store.recovery)"])
             return store

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -124,6 +127,34 @@ func tokenShape(path: String, method: HTTPRequest.Method) async throws {
     )
     #expect(String(decoding: line, as: UTF8.self)
         == #"info tollgate: token issued a.first=42 client.address=127.0.0.1 hb.request.id=event list="[\"x\", \"y\"]" note="two words" token.role=default"#)
+}
+
+@Test("the log thread writes lines soon after they arrive, in order, after idling")
+func logLinesReachTheirDescriptor() throws {
+    var ends: [Int32] = [0, 0]
+    #expect(pipe(&ends) == 0)
+    defer { close(ends[0]); close(ends[1]) }
+    let output = LogOutput(fileDescriptor: ends[1])
+    var received: [UInt8] = []
+    func read(until expected: Int) {
+        // Bounded: 100 polls of 50 ms.
+        for _ in 0..<100 where received.count < expected {
+            var poller = pollfd(fd: ends[0], events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 50) > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(ends[0], $0.baseAddress, $0.count) }
+            if count > 0 { received += chunk[..<count] }
+        }
+    }
+    output.append(Array("first".utf8))
+    output.append(Array("second".utf8))
+    read(until: 13)
+    #expect(String(decoding: received, as: UTF8.self) == "first\nsecond\n")
+    // After the buffer was written, a line arriving later wakes the thread again.
+    usleep(100_000)
+    output.append(Array("third".utf8))
+    read(until: 19)
+    #expect(String(decoding: received, as: UTF8.self) == "first\nsecond\nthird\n")
 }
 
 @Test("control characters never reach a log line raw", arguments: [
