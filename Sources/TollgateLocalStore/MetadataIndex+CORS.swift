@@ -27,14 +27,14 @@ extension MetadataIndex {
 
     func setBucketCORS(_ bucket: String, _ configuration: CORSConfiguration) async throws {
         let json = try BucketCORSColumn.encode(configuration)
-        try await write { db in
+        try await write(.nothing) { db in
             try Self.requireBucket(db, bucket)
             try db.execute(sql: "INSERT OR REPLACE INTO bucket_cors (bucket, configuration) VALUES (?, ?)", arguments: [bucket, json])
         }
     }
 
     func deleteBucketCORS(_ bucket: String) async throws {
-        try await write { db in
+        try await write(.nothing) { db in
             try Self.requireBucket(db, bucket)
             try db.execute(sql: "DELETE FROM bucket_cors WHERE bucket = ?", arguments: [bucket])
         }

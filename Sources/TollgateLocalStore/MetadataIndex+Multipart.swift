@@ -55,7 +55,7 @@ extension MetadataIndex {
 
     /// Records a new upload unless the bucket already holds `limit` (`tooManyUploads`).
     func createUpload(_ upload: MultipartUpload, limit: Int) async throws {
-        try await write { db in
+        try await write(.nothing) { db in
             try Self.requireBucket(db, upload.bucket)
             let inProgress = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM upload WHERE bucket = ?", arguments: [upload.bucket]) ?? 0
             guard inProgress < limit else { throw StoreError.tooManyUploads(bucket: upload.bucket, limit: limit) }
@@ -83,7 +83,7 @@ extension MetadataIndex {
     /// Records a part, replacing an earlier part with the same number; returns the replaced
     /// part's file. The upload must still exist (an abort or complete may have won the race).
     func commitPart(bucket: String, key: String, uploadID: String, part: PartRow) async throws -> String? {
-        try await write { db in
+        try await write(.nothing) { db in
             _ = try Self.fetchUpload(db, bucket: bucket, key: key, uploadID: uploadID)
             let old = try String.fetchOne(
                 db, sql: "SELECT file_id FROM part WHERE upload_id = ? AND part_number = ?", arguments: [uploadID, part.info.partNumber]
@@ -116,7 +116,7 @@ extension MetadataIndex {
 
     /// Deletes the upload's rows; returns its part files.
     func abortUpload(bucket: String, key: String, uploadID: String) async throws -> [String] {
-        try await write { db in
+        try await write(.nothing) { db in
             _ = try Self.fetchUpload(db, bucket: bucket, key: key, uploadID: uploadID)
             return try Self.deleteUpload(db, uploadID)
         }
@@ -135,7 +135,7 @@ extension MetadataIndex {
     /// completed before it; returns how many uploads and their part files.
     func abortUploads(initiatedBefore cutoff: Date, limit: Int) async throws -> (count: Int, files: [String]) {
         let before = Millis.from(cutoff)
-        return try await write { db in
+        return try await write(.nothing) { db in
             try db.execute(sql: "DELETE FROM completed_upload WHERE completed_ms < ?", arguments: [before])
             let ids = try String.fetchAll(
                 db, sql: "SELECT upload_id FROM upload WHERE initiated_ms < ? LIMIT ?", arguments: [before, limit]

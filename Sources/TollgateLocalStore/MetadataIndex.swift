@@ -66,10 +66,11 @@ final class MetadataIndex: Sendable {
 
     // MARK: Access
 
-    /// A write transaction, committed with the writes that wait beside it (`GroupCommit`).
+    /// A write transaction, committed with the writes that wait beside it (`GroupCommit`), that
+    /// changes the object rows `scope` names (their cache entries are dropped after it ends).
     /// Database failures become `StoreError.database` (or `storageFull`).
-    func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        defer { cache.invalidate() }
+    func write<T: Sendable>(_ scope: ObjectInfoCache.Scope, _ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        defer { cache.invalidate(scope) }
         do { return try await commits.write(updates) } catch let error as DatabaseError {
             let failure = Self.failure(error)
             storageState.note(failure)
@@ -105,7 +106,7 @@ final class MetadataIndex: Sendable {
     }
 
     func createBucket(_ info: BucketInfo) async throws {
-        try await write { db in
+        try await write(.nothing) { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM bucket WHERE name = ?", arguments: [info.name]) == true {
                 throw StoreError.bucketExists(bucket: info.name)
             }
@@ -116,7 +117,7 @@ final class MetadataIndex: Sendable {
     /// Replaces the tags of the row at bucket/key.
     func setTags(bucket: String, key: String, tags: [String: String]) async throws {
         let json = try MetadataColumns.json(tags)
-        try await write { db in
+        try await write(.keys(bucket: bucket, [key])) { db in
             try Self.requireBucket(db, bucket)
             try db.execute(sql: "UPDATE object SET tags = ? WHERE bucket = ? AND key = ?", arguments: [json, bucket, key.keyBlob])
             if db.changesCount == 0 { throw StoreError.noSuchKey(bucket: bucket, key: key) }
@@ -140,7 +141,7 @@ final class MetadataIndex: Sendable {
     /// Deletes an empty bucket with its CORS rules, aborting the multipart uploads still in it (as
     /// S3 does); returns their part files.
     func deleteBucket(_ name: String) async throws -> [String] {
-        try await write { db in
+        try await write(.bucket(name)) { db in
             try Self.requireBucket(db, name)
             let busy = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object WHERE bucket = ?)", arguments: [name]) ?? false
             if busy { throw StoreError.bucketNotEmpty(bucket: name) }
@@ -154,7 +155,7 @@ final class MetadataIndex: Sendable {
 
     /// Creates the buckets that do not exist; returns those it created.
     func ensureBuckets(_ names: [String], created: Date) async throws -> [String] {
-        try await write { db in
+        try await write(.nothing) { db in
             var added: [String] = []
             for name in names {
                 try db.execute(sql: "INSERT OR IGNORE INTO bucket (name, created_ms) VALUES (?, ?)", arguments: [name, Millis.from(created)])
@@ -196,7 +197,7 @@ final class MetadataIndex: Sendable {
         _ object: StoredObject, preconditions: WritePreconditions,
         check: (@Sendable (ObjectInfo?) throws -> Void)? = nil, completing: CompletedUpload? = nil
     ) async throws -> [String] {
-        try await write { db in
+        try await write(.keys(bucket: object.info.bucket, [object.info.key])) { db in
             let info = object.info
             try Self.requireBucket(db, info.bucket)
             let current = try Self.fetchObject(db, info.bucket, info.key)
@@ -228,7 +229,7 @@ final class MetadataIndex: Sendable {
         _ object: StoredObject, previousSize: Int64, preconditions: WritePreconditions,
         refusal: @escaping @Sendable (ObjectInfo?) -> StoreError
     ) async throws {
-        try await write { db in
+        try await write(.keys(bucket: object.info.bucket, [object.info.key])) { db in
             let info = object.info
             guard let row = try Self.fetchObject(db, info.bucket, info.key) else { throw refusal(nil) }
             guard row.fileID == object.fileID, row.info.size == previousSize else { throw refusal(row.info) }
@@ -246,7 +247,7 @@ final class MetadataIndex: Sendable {
 
     /// Deletes the rows of `keys` that exist; returns their files.
     func deleteObjects(bucket: String, keys: [String]) async throws -> [String] {
-        try await write { db in
+        try await write(.keys(bucket: bucket, keys)) { db in
             try Self.requireBucket(db, bucket)
             var obsolete: [String] = []
             for key in keys {

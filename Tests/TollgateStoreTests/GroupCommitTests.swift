@@ -52,7 +52,7 @@ import Testing
         try await withThrowingTaskGroup(of: (Int, Int).self) { group in
             for i in 0..<20 {
                 group.addTask {
-                    let value = try await index.write { db in
+                    let value = try await index.write(.nothing) { db in
                         try db.execute(sql: "INSERT INTO t (k, v) VALUES (?, ?)", arguments: [String(format: "k%02d", i), i])
                         return i * 10
                     }
@@ -66,7 +66,7 @@ import Testing
         #expect(index.commits.transactions.load(ordering: .relaxed) - before == 1)
         #expect(try await fixture.keys() == (0..<20).map { String(format: "k%02d", $0) })
         // An idle writer: a lone write commits at once, in a transaction of its own.
-        _ = try await index.write { db in try db.execute(sql: "INSERT INTO t (k) VALUES ('lone')") }
+        _ = try await index.write(.nothing) { db in try db.execute(sql: "INSERT INTO t (k) VALUES ('lone')") }
         #expect(index.commits.transactions.load(ordering: .relaxed) - before == 2)
     }
 
@@ -87,7 +87,7 @@ import Testing
                 group.addTask {
                     let key = "k\(i)"
                     do {
-                        try await index.write { db in
+                        try await index.write(.nothing) { db in
                             switch i {
                             case 3:
                                 try db.execute(sql: "INSERT INTO t (k) VALUES (?)", arguments: [key])
@@ -145,7 +145,7 @@ import Testing
             for i in 0..<6 {
                 group.addTask {
                     do {
-                        try await index.write { db in try db.execute(sql: "INSERT INTO t (k) VALUES (?)", arguments: ["k\(i)"]) }
+                        try await index.write(.nothing) { db in try db.execute(sql: "INSERT INTO t (k) VALUES (?)", arguments: ["k\(i)"]) }
                         return false
                     } catch {
                         return true
@@ -158,7 +158,7 @@ import Testing
         }
         #expect(failures == 6)
         #expect(try await fixture.keys() == [])
-        try await index.write { db in try db.execute(sql: "INSERT INTO t (k) VALUES ('after')") }
+        try await index.write(.nothing) { db in try db.execute(sql: "INSERT INTO t (k) VALUES ('after')") }
         #expect(try await fixture.keys() == ["after"])
     }
 

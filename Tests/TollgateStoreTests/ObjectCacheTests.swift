@@ -64,6 +64,55 @@ import Testing
         #expect(cache.get(bucket: "b", key: "k").object == nil)
     }
 
+    /// A write drops the entries of what it wrote, and only those: lookups of other keys keep
+    /// hitting, also a lookup that raced it; one that raced a write to its own key fills nothing,
+    /// and neither does one older than the writes the cache remembers.
+    @Test func writesDropOnlyTheKeysTheyWrote() {
+        let cache = ObjectInfoCache(capacity: 64)
+        func row(_ bucket: String, _ key: String) -> StoredObject {
+            StoredObject(info: ObjectInfo(bucket: bucket, key: key, size: 1, etag: "\"e\"", lastModified: Date(), metadata: ObjectMetadata(),
+                                          isAppendable: false), fileID: "id-\(bucket)-\(key)")
+        }
+        for key in ["hot1", "hot2", "cold"] { cache.fill(row("b", key), generation: cache.get(bucket: "b", key: key).generation) }
+        cache.fill(row("other", "hot1"), generation: cache.get(bucket: "other", key: "hot1").generation)
+        let racedOther = cache.get(bucket: "b", key: "new")
+        let racedSame = cache.get(bucket: "b", key: "cold")
+        cache.invalidate(.keys(bucket: "b", ["cold", "new2"]))
+        cache.invalidate(.nothing)
+        #expect(cache.get(bucket: "b", key: "hot1").object != nil && cache.get(bucket: "b", key: "hot2").object != nil)
+        #expect(cache.get(bucket: "b", key: "cold").object == nil)
+        cache.fill(row("b", "new"), generation: racedOther.generation)
+        #expect(cache.get(bucket: "b", key: "new").object != nil, "a write to another key does not void a lookup")
+        cache.fill(row("b", "cold"), generation: racedSame.generation)
+        #expect(cache.get(bucket: "b", key: "cold").object == nil, "a write to its own key does")
+        cache.invalidate(.bucket("b"))
+        #expect(cache.get(bucket: "b", key: "hot1").object == nil && cache.get(bucket: "other", key: "hot1").object != nil)
+        let ancient = cache.get(bucket: "b", key: "late")
+        for index in 0...ObjectInfoCache.rememberedWrites { cache.invalidate(.keys(bucket: "b", ["k\(index)"])) }
+        cache.fill(row("b", "late"), generation: ancient.generation)
+        #expect(cache.get(bucket: "b", key: "late").object == nil, "older than the writes remembered: not stored")
+        let stats = cache.statistics
+        #expect(stats.hits > 0 && stats.misses > 0)
+    }
+
+    /// Through the store: a hot object stays cached while other keys are written.
+    @Test func aHotObjectStaysCachedWhileOthersAreWritten() async throws {
+        let box = try Sandbox()
+        let store = try box.open()
+        try await store.createBucket("cache")
+        try await store.put("cache", "hot", "hot-bytes")
+        #expect(try await store.content("cache", "hot") == "hot-bytes")
+        let before = store.objectCache.statistics
+        for index in 0..<20 {
+            try await store.put("cache", "cold\(index)", "x")
+            #expect(try await store.content("cache", "hot") == "hot-bytes")
+        }
+        let after = store.objectCache.statistics
+        #expect(after.hits - before.hits >= 20, "every read of the hot object after the first was a hit")
+        try await store.put("cache", "hot", "changed")
+        #expect(try await store.content("cache", "hot") == "changed")
+    }
+
     @Test func aFullCacheStaysWithinItsCapacity() {
         let cache = ObjectInfoCache(capacity: 4)
         for index in 0..<10 {
@@ -115,7 +164,7 @@ import Testing
         #expect(cache.get(bucket: "b", key: "part").body == nil)
         cache.fill(row("a", 4), body: ByteBuffer(string: "aaaa"), generation: cache.get(bucket: "b", key: "a").generation)
         #expect(cache.cachedBodyBytes == 4)
-        // Past the byte budget the cache starts over instead of growing.
+        // Past the byte budget, entries are dropped until the new body fits.
         cache.fill(row("c", 4), body: ByteBuffer(string: "cccc"), generation: cache.get(bucket: "b", key: "c").generation)
         #expect(cache.cachedBodyBytes == 4)
         #expect(cache.get(bucket: "b", key: "a").object == nil)
