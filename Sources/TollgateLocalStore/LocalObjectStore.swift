@@ -139,7 +139,8 @@ public final class LocalObjectStore: ObjectStore {
         try Posix.makeDirectory(layout.objectsDirectory)
         try Posix.fsyncDirectory(root)
         index = try MetadataIndex(path: layout.databasePath, cache: objectCache, storageState: storageState)
-        recovery = try Self.recover(layout: layout, referenced: index.referencedFileIDs())
+        let layout = self.layout
+        recovery = try index.withReferencedFileIDs { try Self.recover(layout: layout, referenced: $0) }
     }
 
     public convenience init(directory: String) throws {
@@ -186,34 +187,51 @@ public final class LocalObjectStore: ObjectStore {
 
     // MARK: Recovery
 
-    /// Empties `tmp/` and removes every object file no row references. Blocking, before serving.
-    static func recover(layout: StorageLayout, referenced: Set<String>) -> RecoveryReport {
+    /// Removes what a crash left (blocking, before serving): every temporary file, and every object file no row references
+    /// (written, then never committed). Files and references are walked side by side, both in
+    /// ascending id order (`referenced` yields the rows' ids sorted; the directories `ab/cd` are
+    /// listed sorted, one at a time, and hold only ids that begin `abcd`), so start-up holds one
+    /// directory's names at a time, never every id of the store.
+    static func recover(layout: StorageLayout, referenced next: () throws -> String?) throws -> RecoveryReport {
         let fm = FileManager.default
         var removedTmp = 0
         for name in (try? fm.contentsOfDirectory(atPath: layout.tmpDirectory)) ?? [] {
             Posix.unlinkIfPresent(layout.tmpDirectory + "/" + name)
             removedTmp += 1
         }
-        var seen = Set<String>()
         var removedOrphans = 0
-        for first in (try? fm.contentsOfDirectory(atPath: layout.objectsDirectory)) ?? [] {
+        var missing = 0
+        var reference = try next()
+        /// Moves past the references below `id` (rows whose file is gone); true when `id` is referenced.
+        func isReferenced(_ id: String) throws -> Bool {
+            while let current = reference, current < id {
+                missing += 1
+                reference = try next()
+            }
+            guard reference == id else { return false }
+            while reference == id { reference = try next() }
+            return true
+        }
+        func sorted(_ path: String) -> [String] { ((try? fm.contentsOfDirectory(atPath: path)) ?? []).sorted() }
+        for first in sorted(layout.objectsDirectory) {
             let level1 = layout.objectsDirectory + "/" + first
-            for second in (try? fm.contentsOfDirectory(atPath: level1)) ?? [] {
+            for second in sorted(level1) {
                 let level2 = level1 + "/" + second
-                for name in (try? fm.contentsOfDirectory(atPath: level2)) ?? [] {
-                    if referenced.contains(name) {
-                        seen.insert(name)
-                    } else {
-                        Posix.unlinkIfPresent(level2 + "/" + name)
-                        removedOrphans += 1
-                    }
+                let prefix = first + second
+                for name in sorted(level2) {
+                    // A name that cannot be here (not an id of this directory) is no row's file.
+                    let ours = StorageLayout.isValidID(name) && name.hasPrefix(prefix) && prefix.utf8.count == 4
+                    if ours, try isReferenced(name) { continue }
+                    Posix.unlinkIfPresent(level2 + "/" + name)
+                    removedOrphans += 1
                 }
             }
         }
-        return RecoveryReport(
-            removedTemporaryFiles: removedTmp, removedOrphanFiles: removedOrphans,
-            missingFiles: referenced.subtracting(seen).count
-        )
+        while reference != nil {
+            missing += 1
+            reference = try next()
+        }
+        return RecoveryReport(removedTemporaryFiles: removedTmp, removedOrphanFiles: removedOrphans, missingFiles: missing)
     }
 
     func now() -> Date {

@@ -57,10 +57,13 @@ final class MetadataIndex: Sendable {
         try pool.close()
     }
 
-    /// Every file id a row references (start-up recovery; blocking, before serving).
-    func referencedFileIDs() throws -> Set<String> {
+    /// Calls `body` with every file id a row references, in ascending order (an id referenced
+    /// twice comes twice), one at a time from a cursor: start-up recovery holds no set of all of
+    /// them (SQLite sorts in bounded memory). Blocking, before serving.
+    func withReferencedFileIDs<T>(_ body: (_ next: () throws -> String?) throws -> T) throws -> T {
         try pool.read { db in
-            Set(try String.fetchAll(db, sql: "SELECT file_id FROM object UNION ALL SELECT file_id FROM part"))
+            let cursor = try String.fetchCursor(db, sql: "SELECT file_id FROM object UNION ALL SELECT file_id FROM part ORDER BY 1")
+            return try body { try cursor.next() }
         }
     }
 

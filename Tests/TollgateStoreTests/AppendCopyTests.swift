@@ -196,4 +196,44 @@ import TollgateCrypto
         let again = try box.open()
         #expect(again.recovery == .init(removedTemporaryFiles: 0, removedOrphanFiles: 0, missingFiles: 0))
     }
+
+    /// Recovery walks the files and the rows side by side in id order: orphans before, between
+    /// and after the referenced files, in directories of their own or beside kept files, names
+    /// that are not ids or not of their directory, and rows whose file is gone, all counted right.
+    @Test func recoveryWalksFilesAndRowsInOrder() async throws {
+        let box = try Sandbox()
+        var kept: [String] = []
+        do {
+            let store = try box.open()
+            try await store.createBucket("walk")
+            for i in 0..<40 { try await store.put("walk", "k\(i)", "v\(i)") }
+            try store.close()
+        }
+        kept = box.objectFiles.map { ($0 as NSString).lastPathComponent }.sorted()
+        #expect(kept.count == 40)
+        // One row loses its file (damage from outside).
+        let lost = kept[17]
+        try FileManager.default.removeItem(atPath: box.data + "/objects/" + lost.prefix(2) + "/" + lost.dropFirst(2).prefix(2) + "/" + lost)
+        func plant(_ directory: String, _ name: String) throws {
+            let path = box.data + "/objects/" + directory
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            try Data("x".utf8).write(to: URL(fileURLWithPath: path + "/" + name))
+        }
+        let first = kept[0], last = kept[39]
+        let before = String(first.prefix(4)) + String(repeating: "0", count: 28)      // sorts before the first kept id
+        let after = String(last.prefix(4)) + String(repeating: "f", count: 28)        // after the last
+        try plant(String(first.prefix(2)) + "/" + first.dropFirst(2).prefix(2), before)
+        try plant(String(last.prefix(2)) + "/" + last.dropFirst(2).prefix(2), after)
+        try plant("00/00", "0000" + String(repeating: "1", count: 28))                 // a directory of its own
+        try plant("ff/ff", "ffff" + String(repeating: "e", count: 28))
+        try plant(String(first.prefix(2)) + "/" + first.dropFirst(2).prefix(2), "not-an-id")
+        try plant("00/00", String(last.prefix(4)) + String(repeating: "2", count: 28))  // an id in another's directory
+        let store = try box.open()
+        #expect(store.recovery == .init(removedTemporaryFiles: 0, removedOrphanFiles: 6, missingFiles: 1))
+        #expect(box.objectFiles.map { ($0 as NSString).lastPathComponent }.sorted() == kept.filter { $0 != lost })
+        for i in 0..<40 {
+            let info = try await store.headObject(bucket: "walk", key: "k\(i)")
+            #expect(info.size > 0)
+        }
+    }
 }
