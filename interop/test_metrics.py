@@ -84,6 +84,11 @@ def moved(before: dict, after: dict) -> dict:
     return changes
 
 
+def cache_lookups(changes: dict) -> float:
+    """The local store's object-cache lookups among `changes` (hits and misses), taken out of them."""
+    return sum(changes.pop(key("tollgate_store_cache_lookups_total", result=result), 0) for result in ("hit", "miss"))
+
+
 def requests_total(operation, dialect, status):
     return key("tollgate_gateway_requests_total", operation=operation, dialect=dialect, status=str(status))
 
@@ -130,6 +135,7 @@ def test_put_then_get_counts_requests_bytes_and_durations(gw, s3):
     assert changes.pop(requests_total("getObject", "s3", 206)) == 1
     assert changes.pop(duration_count("getObject", "s3")) == 2
     assert changes.pop(bytes_sent("s3")) == len(body) + 100
+    assert cache_lookups(changes) >= 2  # each GET looks in the store's cache first
     assert changes == {}
 
 
@@ -146,6 +152,7 @@ def test_oss_requests_are_counted_under_their_dialect(gw, creds):
     assert changes.pop(duration_count("getObject", "oss")) == 1
     assert changes.pop(bytes_received("oss")) == 1000
     assert changes.pop(bytes_sent("oss")) == 1000
+    assert cache_lookups(changes) >= 1
     assert changes == {}
 
 
