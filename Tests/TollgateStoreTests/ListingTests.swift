@@ -163,8 +163,8 @@ private func findBytes(_ haystack: [UInt8], _ needle: [UInt8]) -> Int? {
             }
         }
     }
-
-    /// 100k keys: a delimiter listing seeks past each common prefix instead of scanning its keys.
+    /// 100k keys: a delimiter listing seeks past each common prefix instead of scanning its keys. The rows read are
+    /// counted, not timed (the listing bench, `bench/start.sh`, times pages).
     @Test func largeBucketListsByIndexSeeks() async throws {
         let box = try Sandbox()
         let store = try box.open()
@@ -181,8 +181,6 @@ private func findBytes(_ haystack: [UInt8], _ needle: [UInt8]) -> Int? {
                 }
             }
         }
-        let clock = ContinuousClock()
-        let started = clock.now
         let (root, rootRows) = try await store.listObjectsCountingRows(bucket: "huge", query: ListQuery(delimiter: "/"))
         #expect(root.commonPrefixes.count == 20)
         #expect(root.objects.isEmpty)
@@ -194,6 +192,5 @@ private func findBytes(_ haystack: [UInt8], _ needle: [UInt8]) -> Int? {
         #expect(deepRows <= 501)
         let page = try await store.listObjects(bucket: "huge", query: ListQuery(continuationToken: deep.nextContinuationToken))
         #expect(page.keyCount == 1000 && page.objects.first?.key == "dir17/file04501")
-        #expect(clock.now - started < .seconds(5))
     }
 }
