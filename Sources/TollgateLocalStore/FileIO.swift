@@ -214,6 +214,15 @@ final class BlockingIO: Sendable {
         return try await pool.runIfActive(body)
     }
 
+    /// Queues `body` on the pool without waiting for it (cleanup from synchronous code, such as
+    /// a deinit). Only a pool that is shutting down skips it.
+    func submit(_ body: @escaping @Sendable () -> Void) {
+        submitted.add(1, ordering: .relaxed)
+        pool.submit { state in
+            if case .active = state { body() }
+        }
+    }
+
     /// Runs `body` on one of the pool's threads even when the calling task is cancelled: for
     /// cleanup that must not be skipped. Only a pool that is shutting down skips it.
     func runToCompletion(_ body: @escaping @Sendable () -> Void) async {

@@ -12,10 +12,11 @@ import Darwin
 #endif
 
 /// Multipart uploads. Each part is its own file under `objects/` (random id), referenced by a
-/// part row in the index; completing concatenates the part files into a new object file
-/// (streamed, never in memory), makes it durable, and in the commit transaction replaces the object
-/// row and deletes the upload's rows. The part files are deleted after the commit; if a crash
-/// intervenes they are orphans and start-up removes them.
+/// part row in the index, made durable when it is uploaded. Completing copies nothing: one
+/// transaction replaces the object row with one whose files are the chosen parts' files, in
+/// order (`StoredObject.extents`), and deletes the upload's rows. The files of the parts left
+/// out are deleted after the commit; if a crash intervenes they are orphans and start-up
+/// removes them. A crash before the commit leaves the upload as it was; after it, the object.
 extension LocalObjectStore {
     public func createMultipartUpload(bucket: String, key: String, metadata: ObjectMetadata, checksum: UploadChecksum?) async throws -> MultipartUpload {
         try StoreNames.validateBucket(bucket)
@@ -99,72 +100,20 @@ extension LocalObjectStore {
         )
         let etag = try MultipartRules.etag(chosen.map(\.info))
         let checksums = try MultipartRules.checksums(of: chosen.map(\.info), upload: upload.checksum, expected: options.expectedChecksum)
-
-        let id = try StorageLayout.newFileID()
-        let path = try layout.objectPath(id)
-        let (layout, directories, fault) = (self.layout, self.directories, configuration.writeFault)
-        let inputs = try chosen.map { (try layout.objectPath($0.fileID), $0.info) }
-        let size: Int64
-        do {
-            size = try await io.run {
-                try directories.prepare(containing: path)
-                let total = try Self.concatenate(inputs, into: path, fault: fault)
-                try Posix.fsyncDirectory((path as NSString).deletingLastPathComponent)
-                return total
-            }
-            storageState.noteWritten()
-        } catch {
-            Posix.unlinkIfPresent(path)
-            storageState.note(error)
-            throw error
-        }
-        let file = PublishedFile(id: id, size: size, md5: [])
-        return try await commitObject(
-            bucket: bucket, key: key, file: file, etag: etag, metadata: upload.metadata, appendable: false,
-            checksums: checksums, preconditions: options.preconditions,
-            // The upload must still exist and every part used must be the one read here.
-            completing: CompletedUpload(uploadID: uploadID, partFiles: Dictionary(uniqueKeysWithValues: chosen.map { ($0.info.partNumber, $0.fileID) }))
+        // The object is its parts' files, in order: nothing is copied (one part: its file).
+        let extents = chosen.map { FileExtent(fileID: $0.fileID, size: $0.info.size) }
+        let info = ObjectInfo(
+            bucket: bucket, key: key, size: extents.reduce(0) { $0 + $1.size }, etag: etag, lastModified: now(),
+            metadata: upload.metadata, isAppendable: false, checksums: checksums
         )
-    }
-
-    /// Opens every part (one replaced meanwhile is gone: `invalidPart`), then copies them into
-    /// a new file at `path` through one 1 MiB buffer, fsyncs it, and returns the total size.
-    /// Removes the file on failure. Blocking.
-    static func concatenate(_ parts: [(path: String, info: PartInfo)], into path: String, fault: (@Sendable () -> Int32?)?) throws -> Int64 {
-        var sources: [(FileDescriptor, Int64)] = []
-        for part in parts {
-            let fd = Foundation.open(part.path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else {
-                if errno == ENOENT { throw StoreError.invalidPart(partNumber: part.info.partNumber) }
-                throw Posix.failure("open")
-            }
-            sources.append((FileDescriptor(fd), part.info.size))
-        }
-        let out = try Posix.open(path, O_WRONLY | O_CREAT | O_EXCL)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        do {
-            var total: Int64 = 0
-            for (file, size) in sources {
-                var offset: Int64 = 0
-                while offset < size {
-                    let want = Int(Swift.min(Int64(buffer.count), size - offset))
-                    let got = try Posix.preadFully(file.fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
-                    guard got == want else { throw StoreError.corrupted("part file shorter than its committed size") }
-                    if let code = fault?() { throw Posix.failure("write", code) }
-                    try Posix.writeAll(out, UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
-                    offset += Int64(got)
-                }
-                total += size
-            }
-            try Posix.fsync(out)
-            Foundation.close(out)
-            return total
-        } catch {
-            Foundation.close(out)
-            Posix.unlinkIfPresent(path)
-            throw error
-        }
+        return try await commit(
+            StoredObject(info: info, fileID: extents[0].fileID, extents: extents.count > 1 ? extents : []),
+            preconditions: options.preconditions,
+            // The upload must still exist and every part used must be the one read here.
+            completing: CompletedUpload(uploadID: uploadID, partFiles: Dictionary(uniqueKeysWithValues: chosen.map { ($0.info.partNumber, $0.fileID) })),
+            // On failure the parts stay the upload's.
+            staged: []
+        )
     }
 
     /// Aborts every upload initiated before `cutoff` (S3's AbortIncompleteMultipartUpload

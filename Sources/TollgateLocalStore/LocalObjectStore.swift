@@ -99,6 +99,8 @@ public final class LocalObjectStore: ObjectStore {
     let appendLocks = KeyedLock()
     let objectCache: ObjectInfoCache
     let buckets = BucketCache()
+    /// Files that reads of multipart objects use (see `FileLeases`).
+    let leases: FileLeases
     let storageState: StorageFullState
     private let uploadLimit: Atomic<Int>
     public let recovery: RecoveryReport
@@ -131,6 +133,7 @@ public final class LocalObjectStore: ObjectStore {
         let root = URL(fileURLWithPath: configuration.directory).standardizedFileURL.path
         layout = StorageLayout(root: root)
         directories = ObjectDirectories(layout: layout)
+        leases = FileLeases { [layout, io] ids in io.submit { Self.unlink(ids, in: layout) } }
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         // Only the server may read the store, also one created by an older version.
         chmod(root, 0o700)
@@ -273,14 +276,19 @@ public final class LocalObjectStore: ObjectStore {
 
 
     /// Removes object files whose rows are gone (after a commit) or never existed (a failed
-    /// commit). Not cancelled with the request: a file left behind would stay until a restart.
+    /// commit); a file a read still leases is removed when that read ends (`FileLeases`). Not
+    /// cancelled with the request: a file left behind would stay until a restart.
     func removeFiles(_ ids: [String]) async {
-        guard !ids.isEmpty else { return }
+        let free = leases.claim(ids)
+        guard !free.isEmpty else { return }
         let layout = self.layout
-        await io.runToCompletion {
-            for id in ids {
-                if let path = try? layout.objectPath(id) { Posix.unlinkIfPresent(path) }
-            }
+        await io.runToCompletion { Self.unlink(free, in: layout) }
+    }
+
+    /// Unlinks the files of `ids`. Blocking.
+    private static func unlink(_ ids: [String], in layout: StorageLayout) {
+        for id in ids {
+            if let path = try? layout.objectPath(id) { Posix.unlinkIfPresent(path) }
         }
     }
 
@@ -319,6 +327,22 @@ public final class LocalObjectStore: ObjectStore {
         return ObjectBody(ZeroCopyBody(
             whole: segments.cachedWhole?.region, pieces: segments,
             bytes: FileChunks(file: file, range: range, chunkSize: configuration.readChunkSize, io: io)
+        ))
+    }
+
+    /// A range of an object made of several files, read (or sent) file by file; `lease` keeps
+    /// the files until the body and its iterations are gone.
+    private func extentsBody(_ extents: [FileExtent], range: Range<Int64>, lease: FileLease) throws -> ObjectBody {
+        let pieces = try ExtentPiece.pieces(of: extents, range: range, layout: layout)
+        let (io, configuration) = (io, configuration)
+        return ObjectBody(ZeroCopyBody(
+            whole: nil,
+            pieces: ExtentSequence(pieces: pieces, io: io, lease: lease) { file, range in
+                FileSegments.open(file, range: range, segmentSize: configuration.sendSegmentSize, io: io)
+            },
+            bytes: ExtentSequence(pieces: pieces, io: io, lease: lease) { file, range in
+                FileChunks(file: file, range: range, chunkSize: configuration.readChunkSize, io: io)
+            }
         ))
     }
 
@@ -372,25 +396,31 @@ public final class LocalObjectStore: ObjectStore {
         return batch
     }
 
-    /// Commits a published file as `bucket/key`, then deletes the replaced version's file (and,
-    /// when `completing` an upload, its parts'). See `MetadataIndex.commitObject`.
+    /// Commits a published file as `bucket/key`, then deletes the replaced version's files.
     func commitObject(
         bucket: String, key: String, file: PublishedFile, etag: String, metadata: ObjectMetadata, appendable: Bool,
-        checksums: ObjectChecksums, preconditions: WritePreconditions, check: (@Sendable (ObjectInfo?) throws -> Void)? = nil,
-        completing: CompletedUpload? = nil
+        checksums: ObjectChecksums, preconditions: WritePreconditions, check: (@Sendable (ObjectInfo?) throws -> Void)? = nil
     ) async throws -> ObjectInfo {
-        let object = StoredObject(
-            info: ObjectInfo(
-                bucket: bucket, key: key, size: file.size, etag: etag, lastModified: now(), metadata: metadata,
-                isAppendable: appendable, checksums: checksums
-            ),
-            fileID: file.id
+        let info = ObjectInfo(
+            bucket: bucket, key: key, size: file.size, etag: etag, lastModified: now(), metadata: metadata,
+            isAppendable: appendable, checksums: checksums
         )
+        return try await commit(StoredObject(info: info, fileID: file.id), preconditions: preconditions, check: check, staged: [file.id])
+    }
+
+    /// Commits `object`'s row, then deletes the files no row references any more (the replaced
+    /// version's and, when `completing` an upload, the parts the object is not made of). See
+    /// `MetadataIndex.commitObject`. When the commit fails, deletes `staged`: files written for
+    /// it that nothing else references.
+    func commit(
+        _ object: StoredObject, preconditions: WritePreconditions, check: (@Sendable (ObjectInfo?) throws -> Void)? = nil,
+        completing: CompletedUpload? = nil, staged: [String]
+    ) async throws -> ObjectInfo {
         let obsolete: [String]
         do {
             obsolete = try await index.commitObject(object, preconditions: preconditions, check: check, completing: completing)
         } catch {
-            await removeFiles([file.id])
+            await removeFiles(staged)
             throw error
         }
         await removeFiles(obsolete)
@@ -508,6 +538,14 @@ public final class LocalObjectStore: ObjectStore {
             if let known { object = known } else { object = try await lookup(bucket: bucket, key: key, generation: generation) }
             let info = object.info
             let served = try range?.resolve(size: info.size) ?? 0..<info.size
+            if !object.extents.isEmpty {
+                // Leased, then checked: a commit that replaced the row before the lease may be
+                // deleting its files; one after the check sees the lease (`FileLeases`).
+                let lease = leases.lease(object.fileIDs)
+                guard try await index.currentObject(bucket: bucket, key: key)?.fileIDs == object.fileIDs else { continue }
+                return ObjectRead(info: info, range: served, isPartial: range != nil,
+                                  body: try extentsBody(object.extents, range: served, lease: lease))
+            }
             guard let (body, file) = try await openBody(object.fileID, range: served, open: kept) else { continue }
             if info.size <= objectCache.maximumBodySize {
                 if served.count == info.size, let whole = body.singleBuffer { objectCache.fill(object, body: whole, generation: generation) }

@@ -2,11 +2,31 @@ import TollgateStore
 import Foundation
 import GRDB
 
-/// An object's committed row: what clients see (`info`) and the file holding its bytes.
+/// An object's committed row: what clients see (`info`) and the file or files holding its bytes.
 struct StoredObject: Sendable, Equatable {
     let info: ObjectInfo
-    /// The random id of the file (never derived from bucket or key; see `StorageLayout`).
+    /// The random id of the file (never derived from bucket or key; see `StorageLayout`); of
+    /// the first file when the object has `extents`.
     let fileID: String
+    /// The files the object's bytes are, in order, when they are more than one (a completed
+    /// multipart upload's parts); empty when `fileID` holds them all.
+    let extents: [FileExtent]
+
+    init(info: ObjectInfo, fileID: String, extents: [FileExtent] = []) {
+        precondition(extents.isEmpty || (extents.count > 1 && extents[0].fileID == fileID), "extents are two files or more, the first `fileID`")
+        self.info = info
+        self.fileID = fileID
+        self.extents = extents
+    }
+
+    /// Every file the object's bytes are in.
+    var fileIDs: [String] { extents.isEmpty ? [fileID] : extents.map(\.fileID) }
+}
+
+/// One file of an object made of several, with its size.
+struct FileExtent: Sendable, Equatable {
+    let fileID: String
+    let size: Int64
 }
 
 /// A part's row: what clients see and the file holding its bytes.
@@ -62,7 +82,7 @@ final class MetadataIndex: Sendable {
     /// them (SQLite sorts in bounded memory). Blocking, before serving.
     func withReferencedFileIDs<T>(_ body: (_ next: () throws -> String?) throws -> T) throws -> T {
         try pool.read { db in
-            let cursor = try String.fetchCursor(db, sql: "SELECT file_id FROM object UNION ALL SELECT file_id FROM part ORDER BY 1")
+            let cursor = try String.fetchCursor(db, sql: "SELECT file_id FROM object UNION ALL SELECT file_id FROM extent UNION ALL SELECT file_id FROM part ORDER BY 1")
             return try body { try cursor.next() }
         }
     }
@@ -195,7 +215,8 @@ final class MetadataIndex: Sendable {
     /// Commits `object` in one transaction: the bucket must exist, `preconditions` hold against
     /// the row as it is at that moment, and `check` (when given) accepts it. With `completing`,
     /// the upload must still hold exactly the parts it read, and its rows are deleted. Returns
-    /// the file ids no row references any more (the replaced version's, the upload's parts').
+    /// the file ids no row references any more (the replaced version's, the upload's parts that
+    /// the object is not made of).
     func commitObject(
         _ object: StoredObject, preconditions: WritePreconditions,
         check: (@Sendable (ObjectInfo?) throws -> Void)? = nil, completing: CompletedUpload? = nil
@@ -220,9 +241,10 @@ final class MetadataIndex: Sendable {
                     arguments: [completing.uploadID, info.bucket, info.key.keyBlob, info.etag, Millis.from(info.lastModified)]
                 )
             }
-            try Self.insertObject(db, object)
-            if let current, current.fileID != object.fileID { obsolete.append(current.fileID) }
-            return obsolete
+            try Self.insertObject(db, object, replacing: current)
+            obsolete += current?.fileIDs ?? []
+            let kept = Set(object.fileIDs)
+            return obsolete.filter { !kept.contains($0) }
         }
     }
 
@@ -256,14 +278,15 @@ final class MetadataIndex: Sendable {
             for key in keys {
                 if let current = try Self.fetchObject(db, bucket, key) {
                     try db.execute(sql: "DELETE FROM object WHERE bucket = ? AND key = ?", arguments: [bucket, key.keyBlob])
-                    obsolete.append(current.fileID)
+                    try Self.deleteExtents(db, current)
+                    obsolete += current.fileIDs
                 }
             }
             return obsolete
         }
     }
 
-    static let objectColumns = "bucket, key, size, etag, last_modified_ms, \(MetadataColumns.names), file_id, appendable, \(ChecksumColumns.names)"
+    static let objectColumns = "bucket, key, size, etag, last_modified_ms, \(MetadataColumns.names), file_id, appendable, \(ChecksumColumns.names), extents"
 
     static func fetchObject(_ db: Database, _ bucket: String, _ key: String) throws -> StoredObject? {
         let statement = try db.cachedStatement(sql: "SELECT \(objectColumns) FROM object WHERE bucket = ? AND key = ?")
@@ -274,18 +297,38 @@ final class MetadataIndex: Sendable {
             lastModified: Millis.date(row["last_modified_ms"]), metadata: try MetadataColumns.decode(row),
             isAppendable: row["appendable"], checksums: try ChecksumColumns.decode(row)
         )
-        return StoredObject(info: info, fileID: row["file_id"])
+        let (fileID, count): (String, Int) = (row["file_id"], row["extents"])
+        guard count > 0 else { return StoredObject(info: info, fileID: fileID) }
+        let files = try db.cachedStatement(sql: "SELECT file_id, size FROM extent WHERE bucket = ? AND key = ? ORDER BY seq")
+        let extents = try Row.fetchAll(files, arguments: [bucket, key.keyBlob]).map { FileExtent(fileID: $0["file_id"], size: $0["size"]) }
+        guard extents.count == count, count > 1, extents[0].fileID == fileID, extents.reduce(0, { $0 + $1.size }) == info.size else {
+            throw StoreError.corrupted("the files of \(bucket)/\(key) are not the ones its row counts")
+        }
+        return StoredObject(info: info, fileID: fileID, extents: extents)
     }
 
-    static func insertObject(_ db: Database, _ object: StoredObject) throws {
+    /// Writes the row of `object` (and its extents), in place of `current`'s.
+    static func insertObject(_ db: Database, _ object: StoredObject, replacing current: StoredObject?) throws {
         let info = object.info
         var arguments: [(any DatabaseValueConvertible)?] = [info.bucket, info.key.keyBlob, info.size, info.etag, Millis.from(info.lastModified)]
         arguments += try MetadataColumns.arguments(info.metadata)
         arguments += [object.fileID, info.isAppendable]
         arguments += ChecksumColumns.arguments(info.checksums)
+        arguments.append(object.extents.count)
         let statement = try db.cachedStatement(
             sql: "INSERT OR REPLACE INTO object (\(objectColumns)) VALUES (\(MetadataColumns.placeholders(arguments.count)))")
         try statement.execute(arguments: StatementArguments(arguments))
+        if let current { try deleteExtents(db, current) }
+        let insert = try db.cachedStatement(sql: "INSERT INTO extent (bucket, key, seq, file_id, size) VALUES (?, ?, ?, ?, ?)")
+        for (seq, extent) in object.extents.enumerated() {
+            try insert.execute(arguments: [info.bucket, info.key.keyBlob, seq, extent.fileID, extent.size])
+        }
+    }
+
+    /// Deletes the extent rows of `object`, when it has any.
+    static func deleteExtents(_ db: Database, _ object: StoredObject) throws {
+        guard !object.extents.isEmpty else { return }
+        try db.execute(sql: "DELETE FROM extent WHERE bucket = ? AND key = ?", arguments: [object.info.bucket, object.info.key.keyBlob])
     }
 
     // MARK: Listing

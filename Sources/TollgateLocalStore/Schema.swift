@@ -104,6 +104,22 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v6-object-extents") { db in
+            // An object made of several files (a completed multipart upload: its parts, in
+            // order, never copied): `object.extents` counts them, `object.file_id` is the first,
+            // and `extent` lists them all. A single-file object has `extents = 0` and no rows here.
+            try db.execute(sql: """
+                ALTER TABLE object ADD COLUMN extents INTEGER NOT NULL DEFAULT 0;
+                CREATE TABLE extent (
+                    bucket TEXT NOT NULL,
+                    key BLOB NOT NULL,
+                    seq INTEGER NOT NULL,
+                    file_id TEXT NOT NULL,
+                    size INTEGER NOT NULL,
+                    PRIMARY KEY (bucket, key, seq)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

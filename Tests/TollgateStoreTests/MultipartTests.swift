@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import NIOCore
 import Testing
 import TollgateCrypto
@@ -55,8 +56,8 @@ import TollgateCrypto
         let read = try await store.getObject(bucket: "mpu", key: "movies/clip.mp4", range: nil)
         #expect(try await collect(read.body) == p1 + p2 + p3)
         #expect(try await store.headObject(bucket: "mpu", key: "movies/clip.mp4").etag == info.etag)
-        // Part files and the upload are gone; only the object file remains.
-        #expect(box.objectFiles.count == 1 && box.tmpFiles.isEmpty)
+        // The upload is gone; the object is its three part files (the replaced part 2's is gone).
+        #expect(box.objectFiles.count == 3 && box.tmpFiles.isEmpty)
         #expect(await storeError { _ = try await store.listParts(bucket: "mpu", key: "movies/clip.mp4", uploadID: upload.uploadID, partNumberMarker: 0, maxParts: 10) } == .noSuchUpload(uploadID: upload.uploadID))
         try await store.deleteObject(bucket: "mpu", key: "movies/clip.mp4")
         try await store.deleteBucket("mpu")
@@ -77,7 +78,7 @@ import TollgateCrypto
         )
         #expect(try await store.content("mpu", "k") == "part1part5")
         #expect(info.etag == (try Self.multipartETag([Array("part1".utf8), Array("part5".utf8)])))
-        #expect(box.objectFiles.count == 1)
+        #expect(box.objectFiles.count == 2, "parts 1 and 5; part 2's file is deleted")
     }
 
     /// OSS clients send back the upper-case ETags OSS writes: the part list and the conditions
@@ -258,8 +259,100 @@ import TollgateCrypto
             _ = try await store.completeMultipartUpload(bucket: "mpu", key: "k", uploadID: upload.uploadID, parts: [.init(partNumber: 1, etag: p.etag)], preconditions: .init(ifNoneMatch: "*"))
         } == .preconditionFailed)
         #expect(try await store.content("mpu", "k") == "existing")
-        // The upload survives a failed precondition and the concatenated file is gone.
+        // The upload survives a failed precondition, with its part's file.
         #expect(try await store.listParts(bucket: "mpu", key: "k", uploadID: upload.uploadID, partNumberMarker: 0, maxParts: 10).parts.count == 1)
         #expect(box.objectFiles.count == 2 && box.tmpFiles.isEmpty)
+    }
+
+    /// Files under `objects/`, by name alone.
+    static func fileNames(_ box: Sandbox) -> Set<String> { Set(box.objectFiles.map { ($0 as NSString).lastPathComponent }) }
+
+    @Test func completionCopiesNothingAndTheObjectReadsAsItsParts() async throws {
+        let box = try Sandbox()
+        let store = try box.open(minimumPartSize: 3, readChunkSize: 4, sendSegmentSize: 4)
+        try await store.createBucket("mpu")
+        let upload = try await store.createMultipartUpload(bucket: "mpu", key: "k", metadata: ObjectMetadata())
+        let contents = ["abcdefg", "hij", "left out", "klmnopqrstu", "v"]
+        var etags: [String] = []
+        for (index, content) in contents.enumerated() {
+            etags.append(try await store.uploadPart(bucket: "mpu", key: "k", uploadID: upload.uploadID, partNumber: index + 1, body: Chunks(content)).etag)
+        }
+        let partFiles = Self.fileNames(box)
+        #expect(partFiles.count == 5)
+        let submitted = store.io.submitted.load(ordering: .relaxed)
+        let used = [1, 2, 4, 5]
+        let info = try await store.completeMultipartUpload(
+            bucket: "mpu", key: "k", uploadID: upload.uploadID, parts: used.map { CompletedPart(partNumber: $0, etag: etags[$0 - 1]) }
+        )
+        // No file was written: the object is the four parts' files, and part 3's is deleted.
+        #expect(store.io.submitted.load(ordering: .relaxed) - submitted == 1, "one job: deleting part 3's file")
+        let whole = "abcdefghijklmnopqrstuv"
+        #expect(info.size == Int64(whole.utf8.count))
+        let objectFiles = Self.fileNames(box)
+        #expect(objectFiles.count == 4 && objectFiles.isSubset(of: partFiles))
+        let stored = try await store.index.object(bucket: "mpu", key: "k")
+        #expect(stored.extents.map(\.size) == [7, 3, 11, 1] && Set(stored.fileIDs) == objectFiles)
+        #expect(try await store.content("mpu", "k") == whole)
+        // Every range, across and inside part boundaries, as bytes and as pieces to send.
+        let bytes = Array(whole.utf8)
+        for lower in 0..<bytes.count {
+            for upper in lower..<bytes.count {
+                let read = try await store.getObject(bucket: "mpu", key: "k", range: .closed(Int64(lower), Int64(upper)))
+                #expect(try await collect(read.body) == Array(bytes[lower...upper]), "bytes \(lower)-\(upper)")
+                var sent: [UInt8] = []
+                for try await piece in try #require(read.body.zeroCopy) {
+                    switch piece {
+                    case .bytes(let buffer): sent += Array(buffer.readableBytesView)
+                    case .region(let region):
+                        var buffer = [UInt8](repeating: 0, count: region.range.count)
+                        #expect(pread(region.descriptor, &buffer, buffer.count, off_t(region.range.lowerBound)) == buffer.count)
+                        sent += buffer
+                    }
+                }
+                #expect(sent == Array(bytes[lower...upper]), "pieces \(lower)-\(upper)")
+            }
+        }
+        // Still there after a restart: start-up recovery counts the object's files as referenced.
+        try store.close()
+        let reopened = try box.open(minimumPartSize: 3, readChunkSize: 4, sendSegmentSize: 4)
+        #expect(reopened.recovery.removedOrphanFiles == 0 && reopened.recovery.missingFiles == 0)
+        #expect(try await reopened.content("mpu", "k") == whole)
+        // A copy is a file of its own; replacing and deleting the object deletes its files.
+        _ = try await reopened.copyObject(from: .init(bucket: "mpu", key: "k"), to: .init(bucket: "mpu", key: "copy"), metadata: .source)
+        #expect(try await reopened.content("mpu", "copy") == whole)
+        try await reopened.put("mpu", "k", "replaced")
+        #expect(Self.fileNames(box).isDisjoint(with: objectFiles) && box.objectFiles.count == 2)
+        try await reopened.deleteObject(bucket: "mpu", key: "copy")
+        try await reopened.deleteObject(bucket: "mpu", key: "k")
+        #expect(box.objectFiles.isEmpty)
+        #expect(try await reopened.index.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM extent") } == 0)
+    }
+
+    @Test func aMultipartObjectBeingReadOutlivesItsReplacement() async throws {
+        let box = try Sandbox()
+        let store = try box.open(minimumPartSize: 3, readChunkSize: 4, sendSegmentSize: 4)
+        try await store.createBucket("mpu")
+        let upload = try await store.createMultipartUpload(bucket: "mpu", key: "k", metadata: ObjectMetadata())
+        var parts: [CompletedPart] = []
+        for (index, content) in ["first part", "second part", "third"].enumerated() {
+            let info = try await store.uploadPart(bucket: "mpu", key: "k", uploadID: upload.uploadID, partNumber: index + 1, body: Chunks(content))
+            parts.append(CompletedPart(partNumber: index + 1, etag: info.etag))
+        }
+        _ = try await store.completeMultipartUpload(bucket: "mpu", key: "k", uploadID: upload.uploadID, parts: parts)
+        let files = Self.fileNames(box)
+        var read: ObjectRead? = try await store.getObject(bucket: "mpu", key: "k", range: nil)
+        var iterator: ObjectBody.AsyncIterator? = read!.body.makeAsyncIterator()
+        var received = Array(try #require(try await iterator!.next()).readableBytesView)
+        // Replaced, then deleted, while the read holds the first file open and the rest closed.
+        try await store.put("mpu", "k", "new")
+        try await store.deleteObject(bucket: "mpu", key: "k")
+        #expect(Self.fileNames(box) == files, "leased files are kept")
+        while let buffer = try await iterator!.next() { received += Array(buffer.readableBytesView) }
+        #expect(String(decoding: received, as: UTF8.self) == "first partsecond partthird")
+        // The read ends: its files go (deleted on the store's pool, soon after).
+        read = nil
+        iterator = nil
+        for _ in 0..<500 where !box.objectFiles.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(box.objectFiles.isEmpty && store.leases.leased == 0)
     }
 }

@@ -52,11 +52,6 @@ final class TestClock: Sendable {
             { _ = try await store.appendObject(bucket: "bkt", key: "log", position: appendable.size, body: Chunks("line 2\n"), metadata: ObjectMetadata()) },
             { _ = try await store.uploadPart(bucket: "bkt", key: "big", uploadID: upload.uploadID, partNumber: 2, body: Chunks("part two")) },
             { _ = try await store.copyObject(from: ObjectLocation(bucket: "bkt", key: "kept"), to: ObjectLocation(bucket: "bkt", key: "copy"), metadata: .source) },
-            {
-                _ = try await store.completeMultipartUpload(
-                    bucket: "bkt", key: "big", uploadID: upload.uploadID, parts: [CompletedPart(partNumber: 1, etag: part.etag)]
-                )
-            },
         ] as [() async throws -> Void] {
             let error = await storeError(attempt)
             guard case .storageFull = error else {
@@ -75,16 +70,19 @@ final class TestClock: Sendable {
         #expect(parts.parts.map(\.partNumber) == [1])
         #expect(box.objectFiles == filesBefore)
         #expect(box.tmpFiles.isEmpty)
-        #expect(fault.changes == [true], "six refused writes, one report")
+        #expect(fault.changes == [true], "five refused writes, one report")
+
+        // Completing an upload writes no object bytes: it succeeds on the full disk.
+        _ = try await store.completeMultipartUpload(
+            bucket: "bkt", key: "big", uploadID: upload.uploadID, parts: [CompletedPart(partNumber: 1, etag: part.etag)]
+        )
+        #expect(try await store.content("bkt", "big") == "part one")
+        #expect(box.objectFiles == filesBefore)
 
         // Space again: writes succeed, and that is reported once.
         fault.fail(with: nil)
         try await store.put("bkt", "new", "a new object")
         try await store.put("bkt", "newer", "another")
-        _ = try await store.completeMultipartUpload(
-            bucket: "bkt", key: "big", uploadID: upload.uploadID, parts: [CompletedPart(partNumber: 1, etag: part.etag)]
-        )
-        #expect(try await store.content("bkt", "big") == "part one")
         #expect(fault.changes == [true, false])
     }
 
