@@ -1,6 +1,7 @@
 """The client snippets of README.md and docs/*.md (between `<!-- readme-test: NAME -->` and
 `<!-- /readme-test -->`), run as written against a live server, with only its address put in: the
 docs cannot rot. interop/test_docs.py checks that every marked block is run here."""
+import ast
 import json
 import os
 import re
@@ -76,3 +77,12 @@ def test_awscli_snippet(server, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "upload: ./hello.txt to s3://tollgate/hello.txt" in result.stdout
     assert re.search(r"^\S+ \S+ +6 hello.txt$", result.stdout, re.M), result.stdout
+
+
+def test_admin_revoke_snippet(server):
+    # Signed by the root credentials: the server prints its access key id at start-up.
+    key_id = re.search(r"root\.access_key_id=(\S+)", server.output()).group(1)
+    code = f"ROOT_ACCESS_KEY_ID = {key_id!r}\nROOT_SECRET = {ROOT_SECRET!r}\n" + on(server, snippet("admin-revoke"))
+    [line] = run_python(code)
+    answer = json.loads(ast.literal_eval(line))  # the snippet prints the body as bytes
+    assert (answer["StatusCode"], answer["Type"], answer["Value"]) == (200, "Subject", "alice"), answer
