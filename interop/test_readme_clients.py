@@ -1,5 +1,7 @@
-"""README.md's client snippets (between `<!-- readme-test: NAME -->` and `<!-- /readme-test -->`),
-run as written against a live server, with only its address put in: the README cannot rot."""
+"""The client snippets of README.md and docs/*.md (between `<!-- readme-test: NAME -->` and
+`<!-- /readme-test -->`), run as written against a live server, with only its address put in: the
+docs cannot rot. interop/test_docs.py checks that every marked block is run here."""
+import ast
 import json
 import os
 import re
@@ -11,11 +13,16 @@ import pytest
 from conftest import on_backend, ROOT, ROOT_SECRET, Server, get_json
 
 
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def snippet(name: str) -> str:
-    readme = (ROOT / "README.md").read_text()
-    match = re.search(rf"<!-- readme-test: {name} -->\n```\w+\n(.*?)```\n<!-- /readme-test -->", readme, re.S)
-    assert match, f"README.md has no readme-test block {name}"
-    return match.group(1)
+    """The block marked `name`, in whichever page holds it (a name is unique across pages)."""
+    found = [match.group(1) for page in DOC_PAGES
+             for match in re.finditer(rf"<!-- readme-test: {name} -->\n```\w+\n(.*?)```\n<!-- /readme-test -->",
+                                      page.read_text(), re.S)]
+    assert len(found) == 1, f"{len(found)} readme-test blocks named {name} in README.md and docs/*.md"
+    return found[0]
 
 
 # Runs on the local store and again on the S3 backend over RGW (conftest.BACKENDS).
@@ -30,7 +37,7 @@ def server(request, backend):
 
 
 def on(server, code: str, gateway_host: str = "127.0.0.1") -> str:
-    """The snippet with the README's default addresses replaced by the test server's."""
+    """The snippet with the docs' default addresses replaced by the test server's."""
     assert "http://127.0.0.1:7080" in code or "http://127.0.0.1:9000" in code
     return (code.replace("http://127.0.0.1:7080", server.url)
                 .replace("http://127.0.0.1:9000", f"http://{gateway_host}:{server.gateway_port}"))
@@ -70,3 +77,12 @@ def test_awscli_snippet(server, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "upload: ./hello.txt to s3://tollgate/hello.txt" in result.stdout
     assert re.search(r"^\S+ \S+ +6 hello.txt$", result.stdout, re.M), result.stdout
+
+
+def test_admin_revoke_snippet(server):
+    # Signed by the root credentials: the server prints its access key id at start-up.
+    key_id = re.search(r"root\.access_key_id=(\S+)", server.output()).group(1)
+    code = f"ROOT_ACCESS_KEY_ID = {key_id!r}\nROOT_SECRET = {ROOT_SECRET!r}\n" + on(server, snippet("admin-revoke"))
+    [line] = run_python(code)
+    answer = json.loads(ast.literal_eval(line))  # the snippet prints the body as bytes
+    assert (answer["StatusCode"], answer["Type"], answer["Value"]) == (200, "Subject", "alice"), answer

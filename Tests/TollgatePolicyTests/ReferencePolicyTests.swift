@@ -281,7 +281,7 @@ struct ActionTableTests {
     }
 
     @Test func readmeActionTableMatchesTheCode() throws {
-        let doc = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let doc = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/policies.md"), encoding: .utf8)
         #expect(doc.contains(GatewayOperation.markdownTable))
     }
 }
