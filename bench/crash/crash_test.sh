@@ -3,7 +3,9 @@
 #
 # Each iteration: start `tollgate serve`, commit version A of two objects (one single PUT,
 # one multipart), start uploading version B in the background, `kill -9` the server at a random
-# moment (mid-body, mid-fsync, mid-commit or after), restart it, and check that
+# moment (mid-body, mid-fsync, mid-commit or after) or, every other iteration, 0–30 ms after
+# the client sends CompleteMultipartUpload for B's parts (the client kills it: before, during or
+# after the completion), restart it, and check that
 #   * each object reads back as exactly version A or exactly version B (size, SHA-256, ETag,
 #     and metadata from the same version: never a mix),
 #   * the data directory's tmp/ is empty and every file under objects/ is referenced by a
@@ -89,11 +91,11 @@ check_data_dir() {
         find "$DATA_DIR/tmp" -type f >&2
         exit 1
     fi
-    # Every object file must be referenced by a row (object or multipart part).
+    # Every object file must be referenced by a row (object, a multipart object's extent, or part).
     local referenced on_disk unreferenced
     referenced="$(mktemp)"; on_disk="$(mktemp)"
     sqlite3 "file:$DATA_DIR/meta.sqlite?mode=ro" \
-        "SELECT file_id FROM object UNION SELECT file_id FROM part;" | sort -u >"$referenced"
+        "SELECT file_id FROM object UNION SELECT file_id FROM extent UNION SELECT file_id FROM part;" | sort -u >"$referenced"
     find "$DATA_DIR/objects" -type f -printf '%f\n' | sort -u >"$on_disk"
     unreferenced="$(comm -13 "$referenced" "$on_disk" | wc -l)"
     local missing
@@ -118,11 +120,19 @@ start_server
 for i in $(seq 1 "$iterations"); do
     # A committed version A of both objects.
     "${driver[@]}" put "$WORK_DIR" A
-    # Version B in the background, then kill -9 the server at a random moment.
-    "${driver[@]}" put "$WORK_DIR" B >>"$WORK_DIR/client.log" 2>&1 &
-    client_pid=$!
-    delay_ms=$(( RANDOM * 32768 + RANDOM ))
-    delay_ms=$(( delay_ms % (MAX_KILL_DELAY_MS + 1) ))
+    if (( i % 2 == 1 )); then
+        # Version B in the background, then kill -9 the server at a random moment.
+        "${driver[@]}" put "$WORK_DIR" B >>"$WORK_DIR/client.log" 2>&1 &
+        client_pid=$!
+        delay_ms=$(( RANDOM * 32768 + RANDOM ))
+        delay_ms=$(( delay_ms % (MAX_KILL_DELAY_MS + 1) ))
+    else
+        # B's parts; then the client sends CompleteMultipartUpload and kills the server 0–30 ms
+        # later (boto3 and the completion take about 10 ms here: before, during or after it).
+        delay_us=$(( RANDOM % 30000 ))
+        "${driver[@]}" complete "$WORK_DIR" B "$server_pid" "$delay_us" >>"$WORK_DIR/client.log" 2>&1 || true
+        delay_ms=0
+    fi
     sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
     crash_server
     kill -9 "$client_pid" 2>/dev/null || true
@@ -136,7 +146,7 @@ for i in $(seq 1 "$iterations"); do
         cat "$WORK_DIR/verify.log" >&2
         exit 1
     fi
-    log "iteration $i (kill after ${delay_ms} ms): ok — $(tr '\n' ' ' <"$WORK_DIR/verify.log")"
+    log "iteration $i ($([[ $((i % 2)) -eq 1 ]] && echo "upload, kill after ${delay_ms} ms" || echo "completion, kill after ${delay_us} µs")): ok — $(tr '\n' ' ' <"$WORK_DIR/verify.log")"
 done
 
 log "all $iterations iterations passed"

@@ -9,6 +9,10 @@ crash_test.sh):
                       <workdir>/expected.json
   setup               create the bucket if needed
   put <workdir> <v>   upload version <v> (A or B) of both objects, in the foreground
+  complete <workdir> <v> <pid> <delay-us>
+                      upload the parts of version <v> of the multipart object, then send
+                      CompleteMultipartUpload and kill -9 the server (<pid>) <delay-us>
+                      microseconds after sending it: before, during or after the completion
   verify <workdir>    after a crash and restart: each object must read back as exactly
                       version A or version B (size, SHA-256, and for the single-part object
                       the ETag == MD5); abort multipart uploads the killed client left behind
@@ -19,7 +23,9 @@ connection errors.
 import hashlib
 import json
 import os
+import signal
 import sys
+import threading
 
 import boto3
 from boto3.s3.transfer import TransferConfig
@@ -111,6 +117,27 @@ def put(workdir, version):
                    ExtraArgs={"Metadata": {"crash-version": version}})
 
 
+def complete(workdir, version, pid, delay_us):
+    s3 = client()
+    upload_id = s3.create_multipart_upload(Bucket=bucket(), Key=MULTIPART_KEY,
+                                           Metadata={"crash-version": version})["UploadId"]
+    parts = []
+    with open(body_path(workdir, "multipart", version), "rb") as f:
+        number = 1
+        while chunk := f.read(PART_MIB * MiB):
+            etag = s3.upload_part(Bucket=bucket(), Key=MULTIPART_KEY, UploadId=upload_id, PartNumber=number, Body=chunk)["ETag"]
+            parts.append({"PartNumber": number, "ETag": etag})
+            number += 1
+    killer = threading.Timer(delay_us / 1e6, os.kill, (pid, signal.SIGKILL))
+    killer.start()
+    try:
+        s3.complete_multipart_upload(Bucket=bucket(), Key=MULTIPART_KEY, UploadId=upload_id, MultipartUpload={"Parts": parts})
+        print(f"completed before the kill ({delay_us} us)")
+    except Exception as error:  # the connection dies with the server
+        print(f"the kill ({delay_us} us) ended the completion request: {type(error).__name__}")
+    killer.join()
+
+
 def stream_hash(s3, key):
     response = s3.get_object(Bucket=bucket(), Key=key)
     sha = hashlib.sha256()
@@ -181,6 +208,8 @@ def main(argv):
             setup()
         elif command == "put" and len(args) == 2 and args[1] in ("A", "B"):
             put(args[0], args[1])
+        elif command == "complete" and len(args) == 4 and args[1] in ("A", "B"):
+            complete(args[0], args[1], int(args[2]), int(args[3]))
         elif command == "verify" and len(args) == 1:
             verify(args[0])
         else:
