@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <errno.h>
 
 /// cachestat(2), Linux 6.5 and later: its number is the same on every architecture.
 #ifndef __NR_cachestat
@@ -24,6 +25,33 @@ static inline int tollgate_cached_pages(int fd, uint64_t offset, uint64_t length
     if (syscall(__NR_cachestat, fd, &range, &stat, 0) != 0) return -1;
     *cached = stat.nr_cache;
     return 0;
+}
+
+/// preadv2(2) flag: fail with EAGAIN rather than wait for data that is not in the page cache.
+#ifndef RWF_NOWAIT
+#define RWF_NOWAIT 0x00000008
+#endif
+#ifndef __NR_preadv2
+#if defined(__x86_64__)
+#define __NR_preadv2 327
+#elif defined(__aarch64__)
+#define __NR_preadv2 286
+#endif
+#endif
+
+/// Reads up to `count` bytes at `offset` only from the page cache: preadv2(2) with RWF_NOWAIT
+/// (Linux 4.14), which returns what is cached from `offset` on and never waits on the disk
+/// (glibc's wrapper needs _GNU_SOURCE, which Swift's Glibc module is not built with). The bytes
+/// read, or -1 with errno set (EAGAIN: none of them cached; EOPNOTSUPP or ENOSYS: no such read).
+static inline long tollgate_pread_nowait(int fd, void *buffer, unsigned long count, int64_t offset) {
+#ifdef __NR_preadv2
+    struct { void *base; unsigned long length; } vector = { buffer, count };
+    return syscall(__NR_preadv2, fd, &vector, 1, (unsigned long)offset, 0UL, RWF_NOWAIT);
+#else
+    (void)fd; (void)buffer; (void)count; (void)offset;
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 
 /// Fixes glibc's mmap threshold at `bytes` (M_MMAP_THRESHOLD; setting it also stops glibc from

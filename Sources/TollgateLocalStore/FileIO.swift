@@ -14,10 +14,37 @@ import Musl
 import Darwin
 #endif
 
+/// Where the store's blocking calls may run: on its `BlockingIO` threads (or any thread that
+/// is neither an event loop nor running a task), never on an event loop or in a task (the
+/// cooperative pool, or an event loop a task executor pins), except while the store opens
+/// (`allowing`). Debug builds check it in every blocking call (`Posix`, `FileChunks.read`,
+/// `cachedByMincore`) and stop the process when it is broken; `swift test` runs debug builds.
+enum BlockingWork {
+    @TaskLocal private static var allowed = false
+
+    /// Runs `body`, whose blocking calls are allowed in the calling task: opening the store,
+    /// before it serves (and tests that call the store's file functions directly).
+    static func allowing<T>(_ body: () throws -> T) rethrows -> T {
+        try $allowed.withValue(true, operation: body)
+    }
+
+    /// Whether a blocking call may run here.
+    static var mayBlock: Bool {
+        if MultiThreadedEventLoopGroup.currentEventLoop != nil { return false }
+        return allowed || withUnsafeCurrentTask { $0 == nil }
+    }
+
+    /// Stops a debug build when `call` would block where nothing may (see above).
+    @inline(__always)
+    static func check(_ call: StaticString) {
+        assert(mayBlock, "\(call) blocks: it must run on the store's BlockingIO threads, not on an event loop or in a task")
+    }
+}
+
 /// Thin, checked wrappers over the POSIX calls the store needs. Every failure becomes
 /// `StoreError.io` with the call and errno text (paths are ours, never client input),
 /// except a full disk or exhausted quota, which is `StoreError.storageFull`. They block: call
-/// them only inside `BlockingIO.run`.
+/// them only inside `BlockingIO.run` (`BlockingWork` checks it in debug builds).
 enum Posix {
     static func failure(_ operation: String, _ code: Int32 = errno) -> StoreError {
         let text = "\(operation): \(String(cString: strerror(code)))"
@@ -26,6 +53,7 @@ enum Posix {
 
     /// Files and directories are the server's alone: 0600 and 0700.
     static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws(StoreError) -> Int32 {
+        BlockingWork.check("open")
         while true {
             let fd = Foundation.open(path, flags | O_CLOEXEC, mode)
             if fd >= 0 { return fd }
@@ -35,6 +63,7 @@ enum Posix {
     }
 
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(StoreError) {
+        BlockingWork.check("write")
         var done = 0
         while done < bytes.count {
             let n = Foundation.write(fd, bytes.baseAddress! + done, bytes.count - done)
@@ -54,6 +83,7 @@ enum Posix {
     /// folios (ext4 sizes a folio by the write: a 1 MiB write, one 1 MiB folio), fewer for
     /// sendfile to look up and splice than the pages of many small writes.
     static func pwriteAll(_ fd: Int32, _ buffers: [ByteBuffer], at offset: Int64) throws(StoreError) {
+        BlockingWork.check("pwritev")
         try withReadableBytes(of: buffers) { (pointers) throws(StoreError) in
             var vectors = pointers.compactMap { bytes -> iovec? in
                 bytes.count == 0 ? nil : iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress!), iov_len: bytes.count)
@@ -104,6 +134,7 @@ enum Posix {
 
     /// Reads up to `buffer.count` bytes at `offset`, fewer only at end of file.
     static func preadFully(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(StoreError) -> Int {
+        BlockingWork.check("pread")
         var done = 0
         while done < buffer.count {
             let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
@@ -118,6 +149,7 @@ enum Posix {
     }
 
     static func fsync(_ fd: Int32) throws(StoreError) {
+        BlockingWork.check("fsync")
         guard Foundation.fsync(fd) == 0 else { throw failure("fsync") }
     }
 
@@ -128,17 +160,20 @@ enum Posix {
     }
 
     static func ftruncate(_ fd: Int32, _ length: Int64) throws(StoreError) {
+        BlockingWork.check("ftruncate")
         guard Foundation.ftruncate(fd, off_t(length)) == 0 else { throw failure("ftruncate") }
     }
 
     /// Removes a file; a file that is already gone is not an error.
     static func unlinkIfPresent(_ path: String) {
+        BlockingWork.check("unlink")
         _ = Foundation.unlink(path)
     }
 
     /// Creates a directory; returns true when it was created (so the parent needs an fsync).
     @discardableResult
     static func makeDirectory(_ path: String) throws(StoreError) -> Bool {
+        BlockingWork.check("mkdir")
         if Foundation.mkdir(path, 0o700) == 0 { return true }
         if errno == EEXIST { return false }
         throw failure("mkdir")
@@ -318,6 +353,16 @@ struct FileChunks: AsyncSequence, Sendable {
     let chunkSize: Int
     let io: BlockingIO
 
+    /// `count` bytes at `offset` when all of them are in the page cache, read without waiting
+    /// on the disk (`tollgate_pread_nowait`: an event loop may call it); nil when some are not.
+    static func readIfCached(_ file: FileDescriptor, at offset: Int64, count: Int) -> ByteBuffer? {
+        var buffer = ByteBufferAllocator().buffer(capacity: count)
+        let got = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { pointer in
+            count == 0 ? 0 : Swift.max(0, tollgate_pread_nowait(file.fd, pointer.baseAddress, UInt(count), offset))
+        }
+        return got == count ? buffer : nil
+    }
+
     /// Reads `count` bytes at `offset`; a file shorter than that is damaged (the committed size
     /// is the truth). Blocking.
     static func read(_ file: FileDescriptor, at offset: Int64, count: Int) throws(StoreError) -> ByteBuffer {
@@ -397,13 +442,19 @@ struct FileSegments: AsyncSequence, Sendable {
 
     /// Whether every page of `range` is in the page cache: by cachestat(2) (one system call),
     /// or, where the kernel has none (before Linux 6.5) or a sandbox forbids it, by mincore.
+    /// Blocking (mincore maps the file).
     static func isCached(_ file: FileDescriptor, _ range: Range<Int64>) -> Bool {
         guard !range.isEmpty else { return false }
-        if hasCachestat.load(ordering: .relaxed) {
-            if let cached = cachedByCachestat(file, range) { return cached }
-            if errno == ENOSYS || errno == EPERM { hasCachestat.store(false, ordering: .relaxed) }
-        }
-        return cachedByMincore(file, range)
+        return cachedWithoutWaiting(file, range) ?? cachedByMincore(file, range)
+    }
+
+    /// Whether every page of `range` is in the page cache, by cachestat(2), which never waits
+    /// on anything (an event loop may ask); nil when the kernel cannot tell that way.
+    static func cachedWithoutWaiting(_ file: FileDescriptor, _ range: Range<Int64>) -> Bool? {
+        guard hasCachestat.load(ordering: .relaxed) else { return nil }
+        if let cached = cachedByCachestat(file, range) { return cached }
+        if errno == ENOSYS || errno == EPERM { hasCachestat.store(false, ordering: .relaxed) }
+        return nil
     }
 
     /// cachestat(2) is not known to be missing (ENOSYS) or forbidden (EPERM, by a seccomp filter).
@@ -420,6 +471,7 @@ struct FileSegments: AsyncSequence, Sendable {
     /// Whether every page of `range` is cached, by mmap, mincore and munmap (three system calls,
     /// and a TLB flush on the process's other CPUs).
     static func cachedByMincore(_ file: FileDescriptor, _ range: Range<Int64>) -> Bool {
+        BlockingWork.check("mmap, mincore")
         let start = range.lowerBound / pageSize * pageSize
         let length = Int(range.upperBound - start)
         guard length > 0, let map = mmap(nil, length, PROT_READ, MAP_SHARED, file.fd, off_t(start)), map != MAP_FAILED else {

@@ -75,7 +75,7 @@ extension LocalObjectStore {
             }
             storageState.noteWritten()
         } catch {
-            writer.abandon()
+            await io.runToCompletion { writer.abandon() }
             storageState.note(error)
             throw error
         }

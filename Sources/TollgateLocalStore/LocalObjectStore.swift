@@ -56,6 +56,9 @@ public final class LocalObjectStore: ObjectStore {
         /// Test seam: asked before every write of object data; an errno it returns fails that
         /// write as if the file system had (ENOSPC: a full disk).
         public var writeFault: (@Sendable () -> Int32?)?
+        /// Test seam: false makes `readAtOnce` behave as on a kernel without cachestat(2)
+        /// (Linux before 6.5).
+        public var usesCachestat = true
 
         public init(
             directory: String, minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024,
@@ -134,16 +137,23 @@ public final class LocalObjectStore: ObjectStore {
         layout = StorageLayout(root: root)
         directories = ObjectDirectories(layout: layout)
         leases = FileLeases { [layout, io] ids in io.submit { Self.unlink(ids, in: layout) } }
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        // Only the server may read the store, also one created by an older version.
-        chmod(root, 0o700)
-        lock = try DirectoryLock(directory: root)
-        try Posix.makeDirectory(layout.tmpDirectory)
-        try Posix.makeDirectory(layout.objectsDirectory)
-        try Posix.fsyncDirectory(root)
-        index = try MetadataIndex(path: layout.databasePath, cache: objectCache, storageState: storageState)
+        // Opening blocks, before the store serves: allowed in the calling task.
         let layout = self.layout
-        recovery = try index.withReferencedFileIDs { try Self.recover(layout: layout, referenced: $0) }
+        lock = try BlockingWork.allowing {
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            // Only the server may read the store, also one created by an older version.
+            chmod(root, 0o700)
+            let lock = try DirectoryLock(directory: root)
+            try Posix.makeDirectory(layout.tmpDirectory)
+            try Posix.makeDirectory(layout.objectsDirectory)
+            try Posix.fsyncDirectory(root)
+            return lock
+        }
+        let index = try MetadataIndex(path: layout.databasePath, cache: objectCache, storageState: storageState)
+        self.index = index
+        recovery = try BlockingWork.allowing {
+            try index.withReferencedFileIDs { try Self.recover(layout: layout, referenced: $0) }
+        }
     }
 
     public convenience init(directory: String) throws {
@@ -268,7 +278,7 @@ public final class LocalObjectStore: ObjectStore {
             storageState.noteWritten()
             return PublishedFile(id: id, size: size, md5: md5)
         } catch {
-            writer.abandon()
+            await io.runToCompletion { writer.abandon() }
             storageState.note(error)
             throw error
         }
@@ -564,8 +574,9 @@ public final class LocalObjectStore: ObjectStore {
 
     /// What `getObject` would read, at once, from the object cache: a small object's bytes, or
     /// a range of up to one segment of a file the cache keeps open, when its pages are in the
-    /// page cache (checked here: one cachestat call, which never waits on the disk). A range of
-    /// a cached row longer than a segment and a chunk is `inPieces`, open file or not.
+    /// page cache (checked here: one cachestat call, which never waits on the disk; without
+    /// cachestat, the bytes read with RWF_NOWAIT). A range of a cached row longer than a
+    /// segment and a chunk is `inPieces`, open file or not.
     public func readAtOnce(bucket: String, key: String, range: ByteRange?) throws -> ReadAtOnce? {
         // Taken apart at once: reading the tuple's parts one by one copies it whole each time.
         let (object, bytes, file, _) = objectCache.get(bucket: bucket, key: key)
@@ -573,9 +584,19 @@ public final class LocalObjectStore: ObjectStore {
         if let bytes { return .read(try ObjectInMemory(info: info, bytes: bytes).read(range: range)) }
         let served = try range?.resolve(size: info.size) ?? 0..<info.size
         if served.count > max(configuration.sendSegmentSize, configuration.readChunkSize) { return .inPieces }
-        guard let file, served.count <= configuration.sendSegmentSize, FileSegments.isCached(file, served) else { return nil }
-        return .read(ObjectRead(info: info, range: served, isPartial: range != nil,
-                                body: Self.fileBody(file, range: served, firstCached: true, configuration: configuration, io: io)))
+        guard let file, served.count <= configuration.sendSegmentSize else { return nil }
+        switch configuration.usesCachestat ? FileSegments.cachedWithoutWaiting(file, served) : nil {
+        case true?:
+            return .read(ObjectRead(info: info, range: served, isPartial: range != nil,
+                                    body: Self.fileBody(file, range: served, firstCached: true, configuration: configuration, io: io)))
+        case false?:
+            return nil
+        case nil:
+            // No cachestat (Linux before 6.5): mincore would map the file here, on the event
+            // loop; the bytes themselves are read instead, if every one of them is cached.
+            guard let bytes = FileChunks.readIfCached(file, at: served.lowerBound, count: served.count) else { return nil }
+            return .read(ObjectRead(info: info, range: served, isPartial: range != nil, body: ObjectBody(bytes)))
+        }
     }
 
     public func deleteObject(bucket: String, key: String) async throws {
@@ -711,8 +732,8 @@ final class FileWriter: Sendable {
     }
 
     /// After a failure: a new file is removed; an append's uncommitted tail is truncated away
-    /// now rather than at the next append. Runs in place (a few metadata calls), since a
-    /// cancelled task never gets another `BlockingIO` job.
+    /// now rather than at the next append. Blocking: the store runs it with
+    /// `BlockingIO.runToCompletion`, which a cancelled task gets too.
     func abandon() {
         state.withLock { state in
             switch mode {

@@ -38,7 +38,7 @@ struct PartRow: Sendable {
 /// The parts a CompleteMultipartUpload read, to be checked again at its commit.
 struct CompletedUpload: Sendable {
     let uploadID: String
-    /// Part number → file id, as read before the parts were concatenated.
+    /// Part number → file id, as read before the commit.
     let partFiles: [Int: String]
 }
 

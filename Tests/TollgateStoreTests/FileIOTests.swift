@@ -23,12 +23,15 @@ import Glibc
     func directoryLockSaysWhenItCannotLock() throws {
         let box = try Sandbox()
         try FileManager.default.createDirectory(atPath: box.data, withIntermediateDirectories: true)
-        let locked = try DirectoryLock(directory: box.data)
+        // Opening a store blocks, as its opening does.
+        let locked = try BlockingWork.allowing { try DirectoryLock(directory: box.data) }
         #expect(locked.unguarded == nil)
         locked.release()
-        let unlockable = try DirectoryLock(directory: box.data) { _, _ in
-            errno = ENOLCK
-            return -1
+        let unlockable = try BlockingWork.allowing {
+            try DirectoryLock(directory: box.data) { _, _ in
+                errno = ENOLCK
+                return -1
+            }
         }
         #expect(unlockable.unguarded?.contains("flock") == true)
         #expect(unlockable.unguarded?.contains("/lock") == true)

@@ -151,6 +151,10 @@ import TollgateCrypto
     /// Whether a range's pages are cached is asked of cachestat(2) (Linux 6.5 and later), else of
     /// mincore: the two agree on every range, cached or not, page-aligned or not.
     @Test func cachestatAndMincoreAgreeOnWhatIsCached() throws {
+        try BlockingWork.allowing { try cachestatAndMincoreAgree() }
+    }
+
+    private func cachestatAndMincoreAgree() throws {
         let box = try Sandbox()
         let path = box.data + "/resident"
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
@@ -511,8 +515,11 @@ import TollgateCrypto
         let most = partSize < LocalObjectStore.smallPart ? (lastBytes + LocalObjectStore.joinedSize - 1) / LocalObjectStore.joinedSize * 2
                                                         : (lastBytes + partSize - 1) / partSize + 1
         #expect(last.count <= most, "\(last.count) buffers for \(lastBytes) bytes")
-        try writer.write(last)
-        _ = try writer.finish()
+        // Blocking calls, here in the test's task: the store makes them on its pool.
+        _ = try BlockingWork.allowing {
+            try writer.write(last)
+            return try writer.finish()
+        }
         let written = try Data(contentsOf: URL(fileURLWithPath: writer.path))
         #expect(written.count == total)
         #expect(written.enumerated().allSatisfy { $0.element == GeneratedBody.byte(at: $0.offset) })
@@ -521,6 +528,10 @@ import TollgateCrypto
     /// `Posix.pwriteAll` writes any number of buffers (more than one call takes, empty ones
     /// among them) back to back at the offset, leaving what is before it alone.
     @Test func vectorWritesLandInOrder() throws {
+        try BlockingWork.allowing { try vectorWrites() }
+    }
+
+    private func vectorWrites() throws {
         let box = try Sandbox()
         let path = box.root + "/vectors"
         let fd = try Posix.open(path, O_RDWR | O_CREAT | O_EXCL)
