@@ -79,12 +79,16 @@ public final class LaneMD5: @unchecked Sendable {
 /// streams in one thread cost about as much CPU as two or three hashed apart. A thread with
 /// fewer than three streams hashes them one after another with libcrypto. Callers wait
 /// (blocked) for their update.
+///
+/// There are as many threads as the process may keep CPUs busy (`ProcessCPUs`: affinity and
+/// cgroup quota). They start with the first update and end with `stop` (the server stops them
+/// when its services stop); an update after `stop` is hashed on the caller's thread.
 public final class MD5Lanes: @unchecked Sendable {
     /// The process's lanes; nil where the CPU has no vector kernel (then each stream hashes on
     /// its own thread with libcrypto, in parallel).
     public static let shared: MD5Lanes? = {
         let kernel = tollgate_md5_best_kernel()
-        return kernel > 0 ? MD5Lanes(kernel: kernel, threads: ProcessInfo.processInfo.activeProcessorCount) : nil
+        return kernel > 0 ? MD5Lanes(kernel: kernel, threads: ProcessCPUs.count()) : nil
     }()
 
     private final class Job {
@@ -101,6 +105,10 @@ public final class MD5Lanes: @unchecked Sendable {
     private var busy: [Int]
     private var passes = 0
     private var widest = 0
+    /// Whether the threads were started, were told to stop, and how many still run.
+    private var started = false
+    private var stopped = false
+    private var running = 0
     /// Blocks per lane per pass: 16 KiB, so that a stream arriving during a pass waits at most
     /// that long to join (a few tens of microseconds); a lone stream's passes are 64 KiB (about
     /// 75 µs), fewer trips through the lock.
@@ -108,14 +116,10 @@ public final class MD5Lanes: @unchecked Sendable {
     static let lonePassBlocks = 1024
     private static let width = Int(TOLLGATE_MD5_LANES)
 
-    private init(kernel: Int32, threads: Int) {
+    /// Lanes of `kernel` for `threads` threads, started by the first update (internal for tests).
+    init(kernel: Int32, threads: Int) {
         self.kernel = kernel
         busy = Array(repeating: 0, count: max(1, threads))
-        for index in busy.indices {
-            let thread = Thread { [unowned self] in self.run(index) }
-            thread.name = "tollgate-md5"
-            thread.start()
-        }
     }
 
     /// Passes run so far, and the most lanes any of them hashed together.
@@ -125,10 +129,41 @@ public final class MD5Lanes: @unchecked Sendable {
         return (passes, widest)
     }
 
+    /// Threads running now.
+    public var threadsRunning: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return running
+    }
+
+    /// Ends the threads once the updates given them are hashed, and returns when they have
+    /// ended. Updates after this are hashed on their callers' threads.
+    public func stop() {
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        while running > 0 { condition.wait() }
+        condition.unlock()
+    }
+
     /// Hashes all of `lane`'s blocks into its state; returns when they are in.
     func hash(_ lane: tollgate_md5_lane) {
         let job = Job(lane)
         condition.lock()
+        if stopped {
+            condition.unlock()
+            while job.lane.blocks > 0 { _ = tollgate_md5_lanes(&job.lane, 1, Self.lonePassBlocks, kernel) }
+            return
+        }
+        if !started {
+            started = true
+            running = busy.count
+            for index in busy.indices {
+                let thread = Thread { [unowned self] in self.run(index) }
+                thread.name = "tollgate-md5"
+                thread.start()
+            }
+        }
         pending.append(job)
         let free = busy.reduce(0) { $0 + ($1 > 0 ? Self.width - $1 : 0) }
         if pending.count > free { condition.signal() }
@@ -142,7 +177,15 @@ public final class MD5Lanes: @unchecked Sendable {
         while true {
             condition.lock()
             busy[thread] = 0
-            while active.isEmpty && pending.isEmpty { condition.wait() }
+            while active.isEmpty && pending.isEmpty {
+                if stopped {
+                    running -= 1
+                    condition.broadcast()
+                    condition.unlock()
+                    return
+                }
+                condition.wait()
+            }
             let joining = min(Self.width - active.count, pending.count)
             active += pending.prefix(joining)
             pending.removeFirst(joining)

@@ -6,6 +6,8 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
+import NIOPosix
+import TollgateCrypto
 import TollgateServer
 import TollgateStorage
 import TollgateStore
@@ -131,7 +133,8 @@ struct ServeCommand: AsyncParsableCommand {
                                                            "listen.scheme": "\(tokenCertificates == nil ? "http" : "https")"])
         logger.info("gateway listening", metadata: ["listen.address": "\(config.gatewayAddress):\(config.gatewayPort)",
                                                     "listen.scheme": "\(gatewayCertificates == nil ? "http" : "https")"])
-        var services: [any Service] = [tokenApp, gatewayApp, ConfigReloader(live: state.live, store: store, logger: logger),
+        // First, so told last to stop: the MD5 lane threads end after the listeners that use them.
+        var services: [any Service] = [MD5LanesService(lanes: MD5Lanes.shared), tokenApp, gatewayApp, ConfigReloader(live: state.live, store: store, logger: logger),
                                        UploadExpiry(store: store, live: state.live, logger: logger),
                                        RevocationWatcher(store: revocations, logger: logger), tokenAudit]
         var certificates: [(name: String, certificates: TLSCertificates)] = []
@@ -152,5 +155,17 @@ struct ServeCommand: AsyncParsableCommand {
             throw error
         }
         try? await store.close()
+    }
+}
+
+/// Ends the MD5 lane threads (`MD5Lanes.stop`) when the services stop; until then it waits.
+struct MD5LanesService: Service {
+    let lanes: MD5Lanes?
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        guard let lanes else { return }
+        // `stop` waits for the threads to finish what they hold: a blocking wait, on a pool.
+        try await NIOThreadPool.singleton.runIfActive { lanes.stop() }
     }
 }

@@ -159,4 +159,66 @@ struct LaneMD5Tests {
             #expect(lanes.statistics.widest >= Int(tollgate_md5_fewest_lanes))
         }
     }
+
+    @Test("lane threads start with the first update and end with stop; updates after it are hashed in place")
+    func lanesStartAndStop() throws {
+        let kernel = tollgate_md5_best_kernel()
+        guard kernel > 0 else { return }
+        let lanes = MD5Lanes(kernel: kernel, threads: 3)
+        #expect(lanes.threadsRunning == 0)
+        let data = Self.bytes(200_000, seed: 7)
+        func digest() -> [UInt8] {
+            let md5 = LaneMD5(lanes: lanes)
+            data.withUnsafeBytes { md5.update([$0]) }
+            return md5.finalize()
+        }
+        #expect(digest() == (try Crypto.md5(data)))
+        #expect(lanes.threadsRunning == 3)
+        lanes.stop()
+        #expect(lanes.threadsRunning == 0)
+        let passes = lanes.statistics.passes
+        #expect(digest() == (try Crypto.md5(data)))
+        #expect(lanes.statistics.passes == passes, "hashed on the caller's thread")
+    }
+}
+
+@Suite struct ProcessCPUsTests {
+    @Test("a cgroup quota, v2 or v1, in CPUs rounded up; none, or text that is not one: nil", arguments: [
+        ("max 100000", nil, nil, nil),
+        ("50000 100000", nil, nil, 1),
+        ("150000 100000\n", nil, nil, 2),
+        ("200000 100000", nil, nil, 2),
+        ("0 100000", nil, nil, nil),
+        ("lots", "200000", "100000", 2),
+        (nil, "-1", "100000", nil),
+        (nil, "250000\n", "100000\n", 3),
+        (nil, "100000", "0", nil),
+        (nil, nil, nil, nil),
+    ] as [(String?, String?, String?, Int?)])
+    func quota(v2: String?, v1Quota: String?, v1Period: String?, cpus: Int?) {
+        #expect(ProcessCPUs.quota(cgroupV2: v2, v1Quota: v1Quota, v1Period: v1Period) == cpus)
+    }
+
+    @Test func cgroupDirectoryFromProcSelfCgroup() {
+        #expect(ProcessCPUs.cgroupDirectory(selfCgroup: "0::/system.slice/tollgate.service\n") == "/sys/fs/cgroup/system.slice/tollgate.service")
+        #expect(ProcessCPUs.cgroupDirectory(selfCgroup: "0::/\n") == "/sys/fs/cgroup")
+        #expect(ProcessCPUs.cgroupDirectory(selfCgroup: "12:cpu,cpuacct:/docker/abc\n") == "/sys/fs/cgroup")
+        #expect(ProcessCPUs.cgroupDirectory(selfCgroup: "0::/../../etc") == "/sys/fs/cgroup")
+        #expect(ProcessCPUs.cgroupDirectory(selfCgroup: nil) == "/sys/fs/cgroup")
+    }
+
+    @Test func cpusAllowedList() {
+        #expect(ProcessCPUs.allowedCPUs(status: "Name:\ttollgate\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1\n") == 2)
+        #expect(ProcessCPUs.allowedCPUs(status: "Cpus_allowed_list:\t0-3,8,10-11\n") == 7)
+        #expect(ProcessCPUs.allowedCPUs(status: "Cpus_allowed_list:\t5\n") == 1)
+        #expect(ProcessCPUs.allowedCPUs(status: "Cpus_allowed_list:\t3-1\n") == nil)
+        #expect(ProcessCPUs.allowedCPUs(status: "Cpus_allowed_list:\tx\n") == nil)
+        #expect(ProcessCPUs.allowedCPUs(status: "Name:\ttollgate\n") == nil)
+    }
+
+    @Test func theCountIsTheAffinityMaskOrFewer() throws {
+        let affinity = try #require(ProcessCPUs.affinityCount())
+        #expect(affinity >= 1 && affinity <= ProcessInfo.processInfo.processorCount)
+        #expect((1...affinity).contains(ProcessCPUs.count()))
+    }
 }
