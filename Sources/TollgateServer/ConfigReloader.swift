@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import ServiceLifecycle
 import Synchronization
 import TollgateStore
@@ -38,17 +39,31 @@ public final class ConfigReloader: Service, Sendable {
                             onSignal: { await self.reload(reason: "SIGHUP", onlyIfChanged: false) })
     }
 
+    /// Reads the files on `NIOThreadPool.singleton` (they block), never on the task's executor.
     func reload(reason: String, onlyIfChanged: Bool) async {
         if onlyIfChanged {
             let files = seen.withLock { $0 }
-            guard files.contains(where: { path, content in Self.read(path) != content }) else { return }
+            let changed = try? await NIOThreadPool.singleton.runIfActive {
+                files.contains(where: { path, content in Self.read(path) != content })
+            }
+            guard changed == true else { return }
         }
         let running = live.current
+        let (environment, clock) = (environment, clock)
+        let loaded = try? await NIOThreadPool.singleton.runIfActive { () -> Result<ConfigSnapshot, ConfigLoadError> in
+            do throws(ConfigLoadError) {
+                return .success(try ConfigSnapshot(try ConfigFiles.read(path: running.config.path, environment: environment),
+                                                   root: running.root, running: running, clock: clock))
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard let loaded else { return }  // the pool is shutting down: so is the server
         let next: ConfigSnapshot
-        do throws(ConfigLoadError) {
-            next = try ConfigSnapshot(try ConfigFiles.read(path: running.config.path, environment: environment),
-                                      root: running.root, running: running, clock: clock)
-        } catch {
+        switch loaded {
+        case .success(let snapshot):
+            next = snapshot
+        case .failure(let error):
             seen.withLock { $0 = error.contents }
             for problem in error.problems {
                 logger.error("config reload refused, keeping the running configuration", metadata: [

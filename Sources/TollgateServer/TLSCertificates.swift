@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import NIOSSL
 import ServiceLifecycle
 import Synchronization
@@ -130,8 +131,9 @@ public struct TLSReloader: Service {
     }
 
     public func run() async throws {
-        await runReloadLoop(every: interval, poll: { reload(reason: "file changed", onlyIfChanged: true) },
-                            onSignal: { reload(reason: "SIGHUP", onlyIfChanged: false) })
+        // The files are read on `NIOThreadPool.singleton` (they block), never on the task's executor.
+        await runReloadLoop(every: interval, poll: { try? await NIOThreadPool.singleton.runIfActive { reload(reason: "file changed", onlyIfChanged: true) } },
+                            onSignal: { try? await NIOThreadPool.singleton.runIfActive { reload(reason: "SIGHUP", onlyIfChanged: false) } })
     }
 
     func reload(reason: String, onlyIfChanged: Bool) {
