@@ -820,22 +820,23 @@ private final class FastPathChannel: Sendable {
         }
     }
 
-    /// The next response part written, waiting up to five seconds for it.
+    /// The next response part written, waiting up to 20 seconds for it.
     private func nextWrite() async throws -> HTTPResponsePart {
         try await waitFor { try await self.channel.readOutbound(as: HTTPResponsePart.self) }
     }
 
-    /// The next request part handed on, waiting up to five seconds for it.
+    /// The next request part handed on, waiting up to 20 seconds for it.
     func nextHandedOn() async throws -> HTTPRequestPart {
         try await waitFor { try await self.channel.readInbound(as: HTTPRequestPart.self) }
     }
 
-    /// What `poll` gives, asked every 10 ms for up to five seconds, running the loop's tasks
+    /// What `poll` gives, asked every 10 ms for up to 20 seconds, running the loop's tasks
     /// before each time (the testing loop runs a task that the loop itself enqueued, as the
     /// store's task is, only when asked to). The channel's own waits never give up, and a test
-    /// that waits for what never comes must fail, not hang.
+    /// that waits for what never comes must fail, not hang. (Five seconds were once too few on
+    /// a CI machine busy with the whole suite and a Ceph cluster: a bound, not a timing.)
     private func waitFor<T>(_ poll: () async throws -> T?) async throws -> T {
-        for _ in 0..<500 {
+        for _ in 0..<2000 {
             await channel.testingEventLoop.run()
             if let value = try await poll() { return value }
             try await Task.sleep(for: .milliseconds(10))
@@ -844,7 +845,7 @@ private final class FastPathChannel: Sendable {
     }
 
     struct NothingArrived: Error, CustomStringConvertible {
-        var description: String { "nothing was written within five seconds" }
+        var description: String { "nothing was written within 20 seconds" }
     }
 
     /// The bytes of the file spans sent since the last call.
