@@ -13,12 +13,8 @@ READERS=${2:-16}
 WRITERS=${3:-16}
 HOT=${4:-64}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
-SECRET="bench-root-secret-0123456789abcdefghijklmn"
-KEY_ID="TGBENCHROOT"
 . bench/lib.sh
-export LOG_LEVEL=${LOG_LEVEL:-warning}
-bench_scratch cache
+bench_root cache
 bench_config "$SECRET" bench
 start_server "$BIN"
 python3 - "$WORK" "http://127.0.0.1:$GPORT" "$KEY_ID" "$SECRET" "$HOT" <<'PY'

@@ -10,12 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
-BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
-SECRET="bench-root-secret-0123456789abcdefghijklmn"
-KEY_ID="TGBENCHROOT"
 . bench/lib.sh
-export LOG_LEVEL=${LOG_LEVEL:-warning}
-bench_scratch complete
+bench_root complete
 bench_config "$SECRET" bench
 start_server "$BIN"
 python3 - "http://127.0.0.1:$GPORT" "$KEY_ID" "$SECRET" "$PID" "$WORK/data/objects" "$ROUNDS" <<'PY'

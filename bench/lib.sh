@@ -19,6 +19,17 @@ bench_cleanup() {
   return 0
 }
 
+# bench_root NAME: what a bench against one server with root credentials starts from: BIN (the
+# build of .ci/build-release.sh unless TOLLGATE_BIN names one), SECRET and KEY_ID (the root
+# credentials bench_config writes), LOG_LEVEL (warning unless set) and a scratch directory.
+bench_root() {
+  BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
+  SECRET="bench-root-secret-0123456789abcdefghijklmn"
+  KEY_ID="TGBENCHROOT"
+  export LOG_LEVEL=${LOG_LEVEL:-warning}
+  bench_scratch "$1"
+}
+
 # bench_config SECRET BUCKET [MORE]: $WORK/config.json and the repository's policies, with the
 # token port in PORT and the gateway's in GPORT (both free), data in $WORK/data. KEY_ID (the
 # root key id, default none) and EXPIRE (token lifetime, default 900 s) when set; MORE: further

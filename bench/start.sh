@@ -9,12 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OBJECTS=${1:-1000000}
-BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
-SECRET="bench-root-secret-0123456789abcdefghijklmn"
-KEY_ID="TGBENCHROOT"
 . bench/lib.sh
-export LOG_LEVEL=${LOG_LEVEL:-warning}
-bench_scratch start
+bench_root start
 bench_config "$SECRET" bench '"Buckets": ["bench"]'
 start_server "$BIN"      # makes the store and its schema, and the bucket
 stop_server
