@@ -111,12 +111,35 @@ let package = Package(
         // The mobile Storage API's pure core: collections, their permissions as policy statements,
         // object records, listing order, and the change feed's journal documents.
         .target(name: "TollgateMobile", swiftSettings: swiftSettings),
+        // The HTTP layer under both listeners: the HTTP/1 codec with sendfile, the event-loop-pinned
+        // channel and task executor, Expect: 100-continue, TLS certificates and their reload,
+        // trusted proxies, the log writer and the local base URL. Knows nothing of tokens or buckets.
+        .target(
+            name: "TollgateHTTP",
+            dependencies: [
+                "TollgateStore", "TollgateDates",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HTTP layer: token endpoint and object gateway.
         .target(
             name: "TollgateServer",
             dependencies: [
                 "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
                 "TollgateStorage", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream", "TollgateMobile", "TollgateCache",
+                "TollgateHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -137,7 +160,8 @@ let package = Package(
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer", "TollgateStore", "TollgateStorage", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream", "TollgateMobile", "TollgateCrypto", "CLinux",
+                "TollgateServer", "TollgateHTTP", "TollgateStore", "TollgateStorage", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream", "TollgateMobile",
+                "TollgateCrypto", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -166,6 +190,7 @@ let package = Package(
         .testTarget(name: "TollgateXMLTests", dependencies: ["TollgateXML"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateUpstreamTests", dependencies: ["TollgateUpstream", "TollgatePolicy", "TollgateSignature", "TollgateCrypto", "TollgateDates"],
                     swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateHTTPTests", dependencies: ["TollgateHTTP"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TollgateStoreTests",
             dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateS3Store", "TollgateStorage", "TollgateSignature"],
@@ -174,8 +199,8 @@ let package = Package(
         .testTarget(
             name: "TollgateServerTests",
             dependencies: [
-                "TollgateServer", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateMobile", "TollgateCrypto",
-                "TollgatePolicy",
+                "TollgateServer", "TollgateHTTP", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateMobile",
+                "TollgateCrypto", "TollgatePolicy",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
@@ -199,9 +224,11 @@ if Context.environment["TOLLGATE_FUZZ"] != nil {
         ("FuzzUpstream", ["TollgateUpstream", "TollgatePolicy"]),
         // The gateway's connection: NIO's decoder, HTTP1Codec, GatewayFastPath (internal types,
         // so TollgateServer is built for testing in fuzz builds only).
-        ("FuzzHTTP1", ["TollgateServer", "TollgateStore", "TollgateMemoryStore", .product(name: "NIOEmbedded", package: "swift-nio")]),
+        ("FuzzHTTP1", ["TollgateServer", "TollgateHTTP", "TollgateStore", "TollgateMemoryStore", .product(name: "NIOEmbedded", package: "swift-nio")]),
     ]
-    package.targets.first { $0.name == "TollgateServer" }?.swiftSettings?.append(.unsafeFlags(["-enable-testing"]))
+    for name in ["TollgateServer", "TollgateHTTP"] {
+        package.targets.first { $0.name == name }?.swiftSettings?.append(.unsafeFlags(["-enable-testing"]))
+    }
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["TollgateSignature"], path: "fuzz/FuzzSupport",
                                    swiftSettings: swiftSettings))
     for fuzzer in fuzzers {

@@ -1,4 +1,5 @@
 import Foundation
+import TollgateHTTP
 import TollgateMobile
 import TollgateIdentity
 import TollgatePolicy
@@ -467,17 +468,5 @@ public struct TollgateConfig: Sendable {
             }
             return map
         }
-    }
-}
-
-/// A listener's `TLS`/`GatewayTLS` entry: PEM files, resolved against config.json's directory.
-public struct TLSFiles: Sendable, Equatable {
-    /// The certificate, followed by any intermediates.
-    public var certificateFile: String
-    public var keyFile: String
-
-    public init(certificateFile: String, keyFile: String) {
-        self.certificateFile = certificateFile
-        self.keyFile = keyFile
     }
 }

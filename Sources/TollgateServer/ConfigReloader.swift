@@ -3,6 +3,7 @@ import Logging
 import NIOPosix
 import ServiceLifecycle
 import Synchronization
+import TollgateHTTP
 import TollgateStore
 
 /// Reloads config.json and the policy files of its roles when one changes (their contents are

@@ -3,6 +3,7 @@ import Hummingbird
 import NIOCore
 #if canImport(Glibc)
 import Glibc
+import TollgateHTTP
 #endif
 
 /// The request context of both listeners: Hummingbird's core storage plus who the client is

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+import TollgateHTTP
 
 /// Picks up revocations written by another process (`tollgate token revoke`) or, with a shared
 /// list, another instance: checks the revocation file's inode, size and modification time, or

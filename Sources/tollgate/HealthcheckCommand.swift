@@ -1,6 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
+import TollgateHTTP
 import TollgateServer
 
 /// `tollgate healthcheck`: the image's HEALTHCHECK. Asks the token endpoint the config names for

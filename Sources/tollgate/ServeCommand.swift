@@ -8,6 +8,7 @@ import Prometheus
 import ServiceLifecycle
 import NIOPosix
 import TollgateCrypto
+import TollgateHTTP
 import TollgateServer
 import TollgateStorage
 import TollgateStore

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TollgateHTTP
 import TollgateServer
 
 /// Writes one line to standard error.

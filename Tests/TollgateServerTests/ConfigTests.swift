@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TollgateHTTP
 @testable import TollgateServer
 
 private func parse(_ json: String, environment: [String: String] = [:]) throws -> TollgateConfig {

@@ -10,6 +10,7 @@ import NIOEmbedded
 import NIOHTTPTypesHTTP1
 import Synchronization
 import Testing
+@testable import TollgateHTTP
 @testable import TollgateServer
 import TollgateStore
 

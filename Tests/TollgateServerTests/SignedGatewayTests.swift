@@ -10,6 +10,7 @@ import Synchronization
 import Testing
 import TollgateCORS
 import TollgateCrypto
+@testable import TollgateHTTP
 import TollgatePolicy
 import TollgateSignature
 import TollgateLocalStore

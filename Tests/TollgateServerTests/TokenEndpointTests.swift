@@ -7,6 +7,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
+@testable import TollgateHTTP
 import TollgateMemoryStore
 import TollgateStore
 import TollgateToken

@@ -7,6 +7,7 @@ import Synchronization
 import TollgateCORS
 import TollgateCache
 import TollgateCrypto
+import TollgateHTTP
 import TollgatePolicy
 import TollgateSignature
 import TollgateStore

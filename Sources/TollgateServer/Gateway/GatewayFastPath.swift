@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTPTypes
 import TollgateDates
+import TollgateHTTP
 import TollgateStore
 
 /// Answers GETs and HEADs of objects on the connection's event loop, as they arrive, without

@@ -4,6 +4,7 @@ import Hummingbird
 import NIOCore
 import TollgateCrypto
 import TollgateDates
+import TollgateHTTP
 import TollgatePolicy
 import TollgateStore
 import TollgateXML

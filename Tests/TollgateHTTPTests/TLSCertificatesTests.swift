@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import TollgateServer
+@testable import TollgateHTTP
 
 // Two self-signed P-256 test pairs (CN tollgate-test and tollgate-test-2, valid to 2126), made
 // with `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 36500`.
@@ -83,7 +83,7 @@ private func write(_ text: String, to path: String) throws {
 ])
 func badPairs(certificate: String, key: String, file: String, message: String) throws {
     try withFiles(certificate: certificate, key: key) { files in
-        do throws(ConfigError) {
+        do throws(TLSFileError) {
             _ = try TLSCertificates(files: files)
             Issue.record("accepted")
         } catch {
@@ -94,7 +94,7 @@ func badPairs(certificate: String, key: String, file: String, message: String) t
     }
 }
 
-@Test func aMissingFileIsAConfigErrorNamingIt() throws {
+@Test func aMissingFileIsAnErrorNamingIt() throws {
     try withFiles(certificate: firstCertificate, key: firstKey) { files in
         var files = files
         files.keyFile += ".missing"
@@ -111,7 +111,7 @@ func badPairs(certificate: String, key: String, file: String, message: String) t
 
         // A certificate without its new key: refused, the first pair stays.
         try write(secondCertificate + "\n", to: files.certificateFile)
-        #expect(throws: ConfigError.self) { try certificates.reloadIfChanged() }
+        #expect(throws: TLSFileError.self) { try certificates.reloadIfChanged() }
         #expect(certificates.serial.hasPrefix("375ef6cc"))
         #expect(try certificates.reloadIfChanged() == false, "a broken replacement is reported once")
 

@@ -1,5 +1,5 @@
 import Testing
-@testable import TollgateServer
+@testable import TollgateHTTP
 
 @Test("ranges match IPv4, IPv6 and v4-mapped addresses at every prefix edge", arguments: [
     ("10.0.0.0/8", "10.255.1.2", true), ("10.0.0.0/8", "11.0.0.1", false),

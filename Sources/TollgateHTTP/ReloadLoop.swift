@@ -4,7 +4,7 @@ import UnixSignals
 /// The loop both reloading services run until graceful shutdown: `onSignal` on every SIGHUP,
 /// `poll` every `interval` (which reloads only what changed on disk). One runs at a time, in
 /// the order they came, so two reloads never overlap.
-func runReloadLoop(every interval: Duration, poll: @escaping @Sendable () async -> Void,
+package func runReloadLoop(every interval: Duration, poll: @escaping @Sendable () async -> Void,
                    onSignal: @escaping @Sendable () async -> Void) async {
     enum Event { case poll, signal }
     let (events, queue) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(8))

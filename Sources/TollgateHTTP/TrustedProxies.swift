@@ -6,7 +6,7 @@ import Darwin
 
 /// An IPv4 or IPv6 address as 16 bytes: IPv4 as its v4-mapped IPv6 form (`::ffff:a.b.c.d`), so
 /// one comparison covers both families and a v4-mapped peer matches an IPv4 range.
-struct IPAddress: Hashable, Sendable, CustomStringConvertible {
+package struct IPAddress: Hashable, Sendable, CustomStringConvertible {
     let bytes: [UInt8]
 
     /// `192.0.2.1`, `2001:db8::1` or `::ffff:192.0.2.1`; nil for anything else.
@@ -27,7 +27,7 @@ struct IPAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// Dotted quad for IPv4 (and v4-mapped IPv6), the shortest IPv6 form otherwise: one text per
     /// address, so rate limits and logs never count one client twice.
-    var description: String {
+    package var description: String {
         if isV4 { return bytes[12...].map { String($0) }.joined(separator: ".") }
         var v6 = in6_addr()
         withUnsafeMutableBytes(of: &v6) { $0.copyBytes(from: bytes) }
@@ -216,7 +216,7 @@ public struct TrustedProxies: Sendable {
     }
 }
 
-extension Substring {
+package extension Substring {
     fileprivate var trimmingSpaces: Substring {
         var text = self
         while let first = text.first, first == " " || first == "\t" { text.removeFirst() }

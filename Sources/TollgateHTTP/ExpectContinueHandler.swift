@@ -15,26 +15,30 @@ import NIOHTTPTypes
 /// Requests may be pipelined: the expectation is kept per request read and not yet answered,
 /// in order, and each final answer settles the oldest. `SendContinue` is for the oldest too,
 /// the one the responder is answering.
-final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+package final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPRequestPart
+    package typealias InboundOut = HTTPRequestPart
+    package typealias OutboundIn = HTTPResponsePart
+    package typealias OutboundOut = HTTPResponsePart
 
     /// The outbound user event a responder triggers once it will read the body.
-    struct SendContinue: Sendable {}
+    package struct SendContinue: Sendable {
+        package init() {}
+    }
 
     /// For each request read and not answered yet, oldest first: it expects 100-continue, not sent yet.
     private var expecting = CircularBuffer<Bool>(initialCapacity: 4)
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package init() {}
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = unwrapInboundIn(data) {
             expecting.append(head.headerFields[.expect]?.lowercased() == "100-continue")
         }
         context.fireChannelRead(data)
     }
 
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+    package func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         guard event is SendContinue else {
             context.triggerUserOutboundEvent(event, promise: promise)
             return
@@ -47,7 +51,7 @@ final class ExpectContinueHandler: ChannelDuplexHandler, RemovableChannelHandler
         }
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .head(var response) = unwrapOutboundIn(data), response.status.kind != .informational,
            let stillExpecting = expecting.popFirst(), stillExpecting {
             response.headerFields[.connection] = "close"

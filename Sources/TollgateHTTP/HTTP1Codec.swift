@@ -73,15 +73,19 @@ import Glibc
 ///   starts a tunnel and carries no framing).
 ///
 /// `EventLoopPinnedChannel` swaps it in for NIO's handlers when it sets a connection up.
-final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = IOData
+package final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPServerRequestPart
+    package typealias InboundOut = HTTPRequestPart
+    package typealias OutboundIn = HTTPResponsePart
+    package typealias OutboundOut = IOData
 
     /// The outbound user event: send these bytes of this file as the next body part.
-    struct SendFile: Sendable {
+    package struct SendFile: Sendable {
         let span: ZeroCopyRegion
+
+        package init(span: ZeroCopyRegion) {
+            self.span = span
+        }
     }
 
     /// What the response to a request may carry, by the request's method.
@@ -145,12 +149,12 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// What cannot be parsed after a request that ends the connection is dropped with it: no
     /// one answers it, and nothing closes the connection before the last answer is read.
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if lastRequestRead { return }
         context.fireErrorCaught(error)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         // Requests after one that ends the connection are not the server's to run (RFC 9112
         // §9.6); that one's body and end still pass.
@@ -191,11 +195,11 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
         if !sendingSpan { context.fireChannelWritabilityChanged() }
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard !finished else {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
@@ -250,7 +254,7 @@ final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
         context.close(mode: .output, promise: halfClosed)
     }
 
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+    package func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         guard let send = event as? SendFile else {
             context.triggerUserOutboundEvent(event, promise: promise)
             return

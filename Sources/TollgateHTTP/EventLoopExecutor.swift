@@ -11,15 +11,15 @@ import NIOHTTPTypesHTTP1
 /// for the connection's task, the responder runs on the event loop that already has the bytes:
 /// no hop. It must then never block: every blocking call in the gateway runs on the store's
 /// `BlockingIO` pool or GRDB's queues, and awaiting them gives the loop back.
-final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
+package final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     // @unchecked: immutable; an EventLoop is thread-safe.
     let loop: any EventLoop
 
-    init(_ loop: any EventLoop) {
+    package init(_ loop: any EventLoop) {
         self.loop = loop
     }
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
         loop.execute { job.runSynchronously(on: executor) }
@@ -37,14 +37,24 @@ final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
 /// go, in order, just before its requests reach Hummingbird's responder: after
 /// `HTTPConnectionStateHandler`, which then sees every request and response, wherever it is
 /// answered.
-struct EventLoopPinnedChannel<Base: ServerChildChannel>: ServerChildChannel {
-    typealias Value = Base.Value
+package struct EventLoopPinnedChannel<Base: ServerChildChannel>: ServerChildChannel {
+    package typealias Value = Base.Value
     let base: Base
     var decoderLimits = HTTP1Channel.Configuration.DecoderConfiguration()
     var largestRead: Int? = nil
     var beforeResponder: (@Sendable (Logger) -> [any ChannelHandler])? = nil
 
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+    package init(
+        base: Base, decoderLimits: HTTP1Channel.Configuration.DecoderConfiguration = .init(), largestRead: Int? = nil,
+        beforeResponder: (@Sendable (Logger) -> [any ChannelHandler])? = nil
+    ) {
+        self.base = base
+        self.decoderLimits = decoderLimits
+        self.largestRead = largestRead
+        self.beforeResponder = beforeResponder
+    }
+
+    package func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         var ready = channel.eventLoop.makeSucceededVoidFuture()
         if let largestRead {
             let allocator = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: largestRead)
@@ -63,7 +73,7 @@ struct EventLoopPinnedChannel<Base: ServerChildChannel>: ServerChildChannel {
         }
     }
 
-    func handle(value: Value, logger: Logger) async {
+    package func handle(value: Value, logger: Logger) async {
         await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
             await base.handle(value: value, logger: logger)
         }

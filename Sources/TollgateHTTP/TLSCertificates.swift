@@ -5,6 +5,31 @@ import NIOSSL
 import ServiceLifecycle
 import Synchronization
 
+/// A listener's `TLS`/`GatewayTLS` entry: PEM files, resolved by the configuration against config.json's directory.
+public struct TLSFiles: Sendable, Equatable {
+    /// The certificate, followed by any intermediates.
+    public var certificateFile: String
+    public var keyFile: String
+
+    public init(certificateFile: String, keyFile: String) {
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+    }
+}
+
+/// A certificate or key file that cannot be used: the file and why, as one line (`file: message`).
+public struct TLSFileError: Error, CustomStringConvertible, Sendable {
+    public let file: String
+    public let message: String
+
+    public init(file: String, _ message: String) {
+        self.file = file
+        self.message = message
+    }
+
+    public var description: String { "\(file): \(message)" }
+}
+
 /// A listener's certificate chain and private key (`TLS` / `GatewayTLS`). Each new connection's
 /// handshake takes the pair in force (swift-nio-ssl's `sslContextCallback`); a connection
 /// already open keeps the one it started with. `reload` swaps the pair only when the new files
@@ -21,7 +46,7 @@ public final class TLSCertificates: Sendable {
     }
 
     /// Reads and checks the files; the error names the file at fault.
-    public init(files: TLSFiles) throws(ConfigError) {
+    public init(files: TLSFiles) throws(TLSFileError) {
         self.files = files
         self.seenStamp = Mutex("")
         seenStamp.withLock { $0 = Self.stamp(files) }
@@ -53,7 +78,7 @@ public final class TLSCertificates: Sendable {
 
     /// Re-reads the files when either changed since last looked at; false when neither did. A
     /// broken replacement is reported once: its stamp counts as seen.
-    public func reloadIfChanged() throws(ConfigError) -> Bool {
+    public func reloadIfChanged() throws(TLSFileError) -> Bool {
         let stamp = Self.stamp(files)
         guard seenStamp.withLock({ seen in
             defer { seen = stamp }
@@ -64,44 +89,44 @@ public final class TLSCertificates: Sendable {
     }
 
     /// Re-reads the files. On any error the pair in force stays and the error is thrown.
-    public func reload() throws(ConfigError) {
+    public func reload() throws(TLSFileError) {
         let fresh = try Self.load(files)
         current.withLock { $0 = fresh }
     }
 
-    static func load(_ files: TLSFiles) throws(ConfigError) -> Pair {
+    static func load(_ files: TLSFiles) throws(TLSFileError) -> Pair {
         let chain: [NIOSSLCertificate]
         do {
             chain = try NIOSSLCertificate.fromPEMBytes(try read(files.certificateFile))
-        } catch let error as ConfigError {
+        } catch let error as TLSFileError {
             throw error
         } catch {
-            throw ConfigError(file: files.certificateFile, "not a PEM certificate (\(error))")
+            throw TLSFileError(file: files.certificateFile, "not a PEM certificate (\(error))")
         }
-        guard !chain.isEmpty else { throw ConfigError(file: files.certificateFile, "holds no PEM certificate") }
+        guard !chain.isEmpty else { throw TLSFileError(file: files.certificateFile, "holds no PEM certificate") }
         let key: NIOSSLPrivateKey
         do {
             key = try NIOSSLPrivateKey(bytes: try read(files.keyFile), format: .pem)
-        } catch let error as ConfigError {
+        } catch let error as TLSFileError {
             throw error
         } catch {
-            throw ConfigError(file: files.keyFile, "not a PEM private key (\(error))")
+            throw TLSFileError(file: files.keyFile, "not a PEM private key (\(error))")
         }
         // BoringSSL refuses a key that does not match the leaf certificate.
         let configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
         do {
             _ = try NIOSSLContext(configuration: configuration)
         } catch {
-            throw ConfigError(file: files.keyFile, "the private key does not match the certificate in \(files.certificateFile)")
+            throw TLSFileError(file: files.keyFile, "the private key does not match the certificate in \(files.certificateFile)")
         }
         return Pair(chain: chain, key: key)
     }
 
-    private static func read(_ file: String) throws(ConfigError) -> [UInt8] {
+    private static func read(_ file: String) throws(TLSFileError) -> [UInt8] {
         do {
             return Array(try Data(contentsOf: URL(fileURLWithPath: file)))
         } catch {
-            throw ConfigError(file: file, "cannot read the file (\((error as NSError).localizedDescription))")
+            throw TLSFileError(file: file, "cannot read the file (\((error as NSError).localizedDescription))")
         }
     }
 
