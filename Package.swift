@@ -133,13 +133,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Configuration: config.json and the policy files of its roles, read and validated
+        // together (every error names its file, and its line where it has one), the root
+        // credentials' first-start resolution. Values only; the server compiles them into a snapshot.
+        .target(
+            name: "TollgateConfig",
+            dependencies: [
+                "TollgateHTTP", "TollgateCORS", "TollgateCrypto", "TollgateIdentity", "TollgateMobile", "TollgatePolicy", "TollgateStorage",
+                "TollgateStore", "TollgateToken", "TollgateUpstream",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HTTP layer: token endpoint and object gateway.
         .target(
             name: "TollgateServer",
             dependencies: [
                 "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
                 "TollgateStorage", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream", "TollgateMobile", "TollgateCache",
-                "TollgateHTTP",
+                "TollgateHTTP", "TollgateConfig",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -160,7 +172,7 @@ let package = Package(
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer", "TollgateHTTP", "TollgateStore", "TollgateStorage", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream", "TollgateMobile",
+                "TollgateServer", "TollgateHTTP", "TollgateConfig", "TollgateStore", "TollgateStorage", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream", "TollgateMobile",
                 "TollgateCrypto", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -192,6 +204,11 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(name: "TollgateHTTPTests", dependencies: ["TollgateHTTP"], swiftSettings: swiftSettings),
         .testTarget(
+            name: "TollgateConfigTests",
+            dependencies: ["TollgateConfig", "TollgateHTTP", "TollgateStorage", "TollgateUpstream"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TollgateStoreTests",
             dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateS3Store", "TollgateStorage", "TollgateSignature"],
             swiftSettings: swiftSettings
@@ -199,7 +216,7 @@ let package = Package(
         .testTarget(
             name: "TollgateServerTests",
             dependencies: [
-                "TollgateServer", "TollgateHTTP", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateMobile",
+                "TollgateServer", "TollgateHTTP", "TollgateConfig", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateMobile",
                 "TollgateCrypto", "TollgatePolicy",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -224,9 +241,9 @@ if Context.environment["TOLLGATE_FUZZ"] != nil {
         ("FuzzUpstream", ["TollgateUpstream", "TollgatePolicy"]),
         // The gateway's connection: NIO's decoder, HTTP1Codec, GatewayFastPath (internal types,
         // so TollgateServer is built for testing in fuzz builds only).
-        ("FuzzHTTP1", ["TollgateServer", "TollgateHTTP", "TollgateStore", "TollgateMemoryStore", .product(name: "NIOEmbedded", package: "swift-nio")]),
+        ("FuzzHTTP1", ["TollgateServer", "TollgateHTTP", "TollgateConfig", "TollgateStore", "TollgateMemoryStore", .product(name: "NIOEmbedded", package: "swift-nio")]),
     ]
-    for name in ["TollgateServer", "TollgateHTTP"] {
+    for name in ["TollgateServer", "TollgateHTTP", "TollgateConfig"] {
         package.targets.first { $0.name == name }?.swiftSettings?.append(.unsafeFlags(["-enable-testing"]))
     }
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["TollgateSignature"], path: "fuzz/FuzzSupport",

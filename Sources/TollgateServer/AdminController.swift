@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import TollgateConfig
 import TollgateCrypto
 import TollgateDates
 import TollgateJSON

@@ -5,6 +5,7 @@ import HummingbirdTLS
 import Logging
 import NIOCore
 import Prometheus
+import TollgateConfig
 import TollgateHTTP
 import TollgateIdentity
 import TollgateJSON

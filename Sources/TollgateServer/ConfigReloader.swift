@@ -3,6 +3,7 @@ import Logging
 import NIOPosix
 import ServiceLifecycle
 import Synchronization
+import TollgateConfig
 import TollgateHTTP
 import TollgateStore
 

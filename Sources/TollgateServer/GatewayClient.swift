@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import TollgateConfig
 import TollgateDates
 import TollgateHTTP
 import TollgateSignature

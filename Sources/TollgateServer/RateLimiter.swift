@@ -1,18 +1,6 @@
 import Foundation
 import Synchronization
-
-/// A token-bucket limit: `perMinute` requests a minute on average, at most `burst` at once.
-public struct RateLimit: Sendable, Equatable {
-    public var perMinute: Int
-    public var burst: Int
-
-    public init(perMinute: Int, burst: Int? = nil) {
-        self.perMinute = perMinute
-        self.burst = burst ?? perMinute
-    }
-
-    var perSecond: Double { Double(perMinute) / 60 }
-}
+import TollgateConfig
 
 /// What a limiter says about one request.
 public enum RateLimitDecision: Sendable, Equatable {

@@ -1,6 +1,7 @@
 import Foundation
 import NIOPosix
 import Synchronization
+import TollgateConfig
 import TollgateStore
 import TollgateToken
 

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import TollgateConfig
 import TollgateCrypto
 import TollgateDates
 import TollgateIdentity

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import TollgateConfig
 import TollgateDates
 import TollgateIdentity
 import TollgateJSON

@@ -1,4 +1,5 @@
 import Foundation
+import TollgateConfig
 import TollgatePolicy
 import TollgateServer
 import TollgateUpstream

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TollgateConfig
 import TollgateMobile
 import TollgatePolicy
 import TollgateServer

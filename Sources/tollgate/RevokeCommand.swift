@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TollgateConfig
 import TollgateDates
 import TollgateJSON
 import Logging

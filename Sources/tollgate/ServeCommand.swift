@@ -7,6 +7,7 @@ import Metrics
 import Prometheus
 import ServiceLifecycle
 import NIOPosix
+import TollgateConfig
 import TollgateCrypto
 import TollgateHTTP
 import TollgateServer

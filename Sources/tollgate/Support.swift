@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TollgateConfig
 import TollgateHTTP
 import TollgateServer
 

@@ -1,5 +1,6 @@
 import Testing
 import TollgateCORS
+@testable import TollgateConfig
 import TollgateIdentity
 @testable import TollgateServer
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+@testable import TollgateConfig
 @testable import TollgateIdentity
 import TollgateLocalStore
 import TollgateMemoryStore

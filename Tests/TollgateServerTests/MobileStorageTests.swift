@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import Synchronization
 import Testing
+@testable import TollgateConfig
 import TollgateCrypto
 import TollgateMemoryStore
 import TollgateMobile

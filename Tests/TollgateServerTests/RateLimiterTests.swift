@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Testing
+@testable import TollgateConfig
 @testable import TollgateServer
 
 // MARK: The token bucket, with `now` passed in

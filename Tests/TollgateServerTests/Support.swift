@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Synchronization
+@testable import TollgateConfig
 import TollgateLocalStore
 import TollgateMemoryStore
 import TollgateStore

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Synchronization
 import Testing
+@testable import TollgateConfig
 import TollgateUpstream
 @testable import TollgateServer
 

@@ -20,6 +20,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import NIOHTTPTypes
+@testable import TollgateConfig
 @testable import TollgateHTTP
 import TollgateMemoryStore
 import TollgateStore

@@ -1,4 +1,5 @@
 import Foundation
+import TollgateConfig
 import TollgateCrypto
 import TollgatePolicy
 import TollgateSignature

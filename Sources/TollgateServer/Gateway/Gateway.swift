@@ -6,6 +6,7 @@ import NIOCore
 import Synchronization
 import TollgateCORS
 import TollgateCache
+import TollgateConfig
 import TollgateCrypto
 import TollgateHTTP
 import TollgatePolicy

@@ -43,7 +43,7 @@ public struct TollgateConfig: Sendable {
     /// The keys read only at start-up: a reload that changes one logs it as needing a restart,
     /// and the running value stays in force; every other key applies on reload. This is the one
     /// place that says so. (The root identity is resolved once; the listeners are bound once.)
-    static let restartOnlyKeys: [(key: String, keep: @Sendable (inout TollgateConfig, TollgateConfig) -> Void)] = [
+    package static let restartOnlyKeys: [(key: String, keep: @Sendable (inout TollgateConfig, TollgateConfig) -> Void)] = [
         ("AccessKeyID", { $0.accessKeyID = $1.accessKeyID }),
         ("AccessKeySecret", { $0.accessKeySecret = $1.accessKeySecret }),
         ("ListenAddress", { $0.listenAddress = $1.listenAddress }),
@@ -275,7 +275,7 @@ public struct TollgateConfig: Sendable {
     }
 
     /// Puts back the values `running` started with for the keys that need a restart.
-    mutating func keepRestartOnlyValues(of running: TollgateConfig) {
+    package mutating func keepRestartOnlyValues(of running: TollgateConfig) {
         for entry in Self.restartOnlyKeys { entry.keep(&self, running) }
     }
 

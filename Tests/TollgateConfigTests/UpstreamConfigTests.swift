@@ -1,7 +1,7 @@
 import Foundation
 import Testing
+@testable import TollgateConfig
 import TollgateUpstream
-@testable import TollgateServer
 
 private func parse(_ json: String, environment: [String: String] = [:]) throws -> TollgateConfig {
     try TollgateConfig.parse(Data(json.utf8), path: "/etc/tollgate/config.json", environment: environment)

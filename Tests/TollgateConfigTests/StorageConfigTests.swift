@@ -1,7 +1,7 @@
 import Foundation
 import Testing
+@testable import TollgateConfig
 import TollgateStorage
-@testable import TollgateServer
 
 private let secret = #""AccessKeySecret": "root-secret-0123456789abcdefghijklmn""#
 
