@@ -53,8 +53,9 @@ let package = Package(
         .target(name: "TollgateIdentity", dependencies: ["TollgateCache", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
         // CORS rules (S3's shape) and their matching: one type for config.json, the XML reader, the store and the gateway.
         .target(name: "TollgateCORS", swiftSettings: swiftSettings),
-        // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload, Tagging, CORSConfiguration).
-        .target(name: "TollgateXML", dependencies: ["TollgateCORS"], swiftSettings: swiftSettings),
+        // Bounded reader for the XML request bodies (Delete, CompleteMultipartUpload, Tagging, CORSConfiguration),
+        // and the writer of the gateway's and STS API's fixed XML answers.
+        .target(name: "TollgateXML", dependencies: ["TollgateCORS", .product(name: "NIOCore", package: "swift-nio")], swiftSettings: swiftSettings),
         // Upstream STSs (Alibaba Cloud STS, AWS STS and S3-compatible ones): requests built and
         // signed, answers parsed, session names, retry and reuse rules; the server only sends.
         .target(
@@ -145,34 +146,65 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The HTTP layer: token endpoint and object gateway.
+        // The token service: who a caller is and what a token lets them do. The token endpoint,
+        // the STS API and admin routes, rate limits, the audit file, revocations, upstream STSs,
+        // request authentication (signatures and tokens), and the compiled configuration in force
+        // (`ConfigSnapshot`, reload).
+        .target(
+            name: "TollgateTokenService",
+            dependencies: [
+                "TollgateHTTP", "TollgateConfig", "TollgateCORS", "TollgateCrypto", "TollgateDates", "TollgateIdentity", "TollgateJSON",
+                "TollgateMobile", "TollgatePolicy", "TollgateSignature", "TollgateStore", "TollgateToken", "TollgateUpstream", "TollgateXML",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The object gateway (S3 and OSS dialects over any store, the fast path, upload expiry,
+        // the client `tollgate bucket` uses) and the mobile Storage API with its change feed.
+        .target(
+            name: "TollgateGateway",
+            dependencies: [
+                "TollgateTokenService", "TollgateHTTP", "TollgateConfig", "TollgateCORS", "TollgateCache", "TollgateCrypto", "TollgateDates",
+                "TollgateIdentity", "TollgateMobile", "TollgatePolicy", "TollgateSignature", "TollgateStore", "TollgateToken", "TollgateXML",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The application: both listeners built from the token service and the gateway, and
+        // metrics; `tollgate serve` runs them with the services in one group.
         .target(
             name: "TollgateServer",
             dependencies: [
-                "TollgateCrypto", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateToken", "TollgateSignature", "TollgateStore",
-                "TollgateStorage", "TollgateXML", "TollgateIdentity", "TollgateCORS", "TollgateUpstream", "TollgateMobile", "TollgateCache",
-                "TollgateHTTP", "TollgateConfig",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "TollgateTokenService", "TollgateGateway", "TollgateHTTP", "TollgateConfig", "TollgateIdentity", "TollgateJSON", "TollgateStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "tollgate",
             dependencies: [
-                "TollgateServer", "TollgateHTTP", "TollgateConfig", "TollgateStore", "TollgateStorage", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream", "TollgateMobile",
+                "TollgateServer", "TollgateGateway", "TollgateTokenService", "TollgateHTTP", "TollgateConfig", "TollgateStore", "TollgateStorage", "TollgateDates", "TollgateJSON", "TollgatePolicy", "TollgateUpstream", "TollgateMobile",
                 "TollgateCrypto", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -199,7 +231,7 @@ let package = Package(
         .testTarget(name: "TollgateTokenTests", dependencies: ["TollgateToken", "TollgateCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateSignatureTests", dependencies: ["TollgateSignature", "TollgateCrypto", "TollgateDates"], exclude: ["Fixtures/generate.py"], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateIdentityTests", dependencies: ["TollgateIdentity", .product(name: "JWTKit", package: "jwt-kit")], swiftSettings: swiftSettings),
-        .testTarget(name: "TollgateXMLTests", dependencies: ["TollgateXML"], swiftSettings: swiftSettings),
+        .testTarget(name: "TollgateXMLTests", dependencies: ["TollgateXML", .product(name: "NIOCore", package: "swift-nio")], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateUpstreamTests", dependencies: ["TollgateUpstream", "TollgatePolicy", "TollgateSignature", "TollgateCrypto", "TollgateDates"],
                     swiftSettings: swiftSettings),
         .testTarget(name: "TollgateHTTPTests", dependencies: ["TollgateHTTP"], swiftSettings: swiftSettings),
@@ -216,7 +248,7 @@ let package = Package(
         .testTarget(
             name: "TollgateServerTests",
             dependencies: [
-                "TollgateServer", "TollgateHTTP", "TollgateConfig", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateMobile",
+                "TollgateServer", "TollgateGateway", "TollgateTokenService", "TollgateHTTP", "TollgateConfig", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateMobile",
                 "TollgateCrypto", "TollgatePolicy",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -241,9 +273,9 @@ if Context.environment["TOLLGATE_FUZZ"] != nil {
         ("FuzzUpstream", ["TollgateUpstream", "TollgatePolicy"]),
         // The gateway's connection: NIO's decoder, HTTP1Codec, GatewayFastPath (internal types,
         // so TollgateServer is built for testing in fuzz builds only).
-        ("FuzzHTTP1", ["TollgateServer", "TollgateHTTP", "TollgateConfig", "TollgateStore", "TollgateMemoryStore", .product(name: "NIOEmbedded", package: "swift-nio")]),
+        ("FuzzHTTP1", ["TollgateServer", "TollgateGateway", "TollgateTokenService", "TollgateHTTP", "TollgateConfig", "TollgateStore", "TollgateMemoryStore", .product(name: "NIOEmbedded", package: "swift-nio")]),
     ]
-    for name in ["TollgateServer", "TollgateHTTP", "TollgateConfig"] {
+    for name in ["TollgateServer", "TollgateGateway", "TollgateTokenService", "TollgateHTTP", "TollgateConfig"] {
         package.targets.first { $0.name == name }?.swiftSettings?.append(.unsafeFlags(["-enable-testing"]))
     }
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["TollgateSignature"], path: "fuzz/FuzzSupport",

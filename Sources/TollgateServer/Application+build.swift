@@ -6,10 +6,12 @@ import Logging
 import NIOCore
 import Prometheus
 import TollgateConfig
+import TollgateGateway
 import TollgateHTTP
 import TollgateIdentity
 import TollgateJSON
 import TollgateStore
+import TollgateTokenService
 
 /// Everything a running Tollgate shares: the configuration in force, which a reload replaces,
 /// and what outlives reloads.

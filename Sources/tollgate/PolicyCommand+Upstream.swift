@@ -1,7 +1,9 @@
 import Foundation
 import TollgateConfig
+import TollgateGateway
 import TollgatePolicy
 import TollgateServer
+import TollgateTokenService
 import TollgateUpstream
 
 /// The upstream STSs each policy file of the config is sent to (roles with `Upstream`, or the

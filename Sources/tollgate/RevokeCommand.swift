@@ -2,12 +2,14 @@ import ArgumentParser
 import Foundation
 import TollgateConfig
 import TollgateDates
+import TollgateGateway
 import TollgateJSON
 import Logging
 import TollgateServer
 import TollgateStorage
 import TollgateStore
 import TollgateToken
+import TollgateTokenService
 
 extension TokenCommand {
     /// `tollgate token revoke`: records a revocation in the data directory's revocation file.

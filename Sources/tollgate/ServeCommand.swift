@@ -9,10 +9,12 @@ import ServiceLifecycle
 import NIOPosix
 import TollgateConfig
 import TollgateCrypto
+import TollgateGateway
 import TollgateHTTP
 import TollgateServer
 import TollgateStorage
 import TollgateStore
+import TollgateTokenService
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the token endpoint and the object gateway.")

@@ -2,9 +2,11 @@ import ArgumentParser
 import Foundation
 import TollgateConfig
 import TollgateDates
+import TollgateGateway
 import TollgateJSON
 import TollgateServer
 import TollgateToken
+import TollgateTokenService
 
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

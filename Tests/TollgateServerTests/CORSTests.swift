@@ -1,8 +1,10 @@
 import Testing
 import TollgateCORS
 @testable import TollgateConfig
+@testable import TollgateGateway
 import TollgateIdentity
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 @Suite struct CORSTests {
     @Test(arguments: [

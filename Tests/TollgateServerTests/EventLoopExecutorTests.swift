@@ -2,7 +2,9 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+@testable import TollgateGateway
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 /// Both listeners run each connection's responder on the connection's own event loop, so a
 /// request crosses no threads between its bytes arriving and its answer leaving.

@@ -5,8 +5,10 @@ import HummingbirdTesting
 import Testing
 import TollgateCrypto
 import TollgateDates
+@testable import TollgateGateway
 import TollgateStore
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 /// The gateway's refusals that need no signature: they must still answer in the caller's
 /// dialect, with a request id, and store nothing.

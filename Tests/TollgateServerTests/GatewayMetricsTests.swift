@@ -1,10 +1,12 @@
 import Foundation
 import Synchronization
 import Testing
+@testable import TollgateGateway
 import TollgatePolicy
 import TollgateSignature
 import TollgateStore
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 let labelCases: [(GatewayOperation?, Dialect, Int, [String])] = [
     (.getObject, .s3, 200, ["getObject", "s3", "200"]),

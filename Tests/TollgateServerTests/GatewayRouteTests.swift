@@ -1,9 +1,11 @@
 import Foundation
 import Testing
+@testable import TollgateGateway
 import TollgatePolicy
 import TollgateSignature
 import TollgateStore
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 struct RouteCase: Sendable, CustomStringConvertible {
     let method: String

@@ -10,9 +10,11 @@ import NIOEmbedded
 import NIOHTTPTypesHTTP1
 import Synchronization
 import Testing
+@testable import TollgateGateway
 @testable import TollgateHTTP
 @testable import TollgateServer
 import TollgateStore
+@testable import TollgateTokenService
 
 /// `HTTP1Codec` makes the very request NIO's codec makes of every target: origin form taken as
 /// it stands, anything else through NIO's conversion.

@@ -8,10 +8,12 @@ import Synchronization
 import Testing
 @testable import TollgateConfig
 import TollgateCrypto
+@testable import TollgateGateway
 import TollgateMemoryStore
 import TollgateMobile
 import TollgateStore
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 /// The mobile Storage API through the token router, over the in-memory store, with HS256 login
 /// tokens (the interop tests use real JWKS keys and real clients).

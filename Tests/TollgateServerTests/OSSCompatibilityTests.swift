@@ -5,10 +5,12 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 import TollgateCrypto
+@testable import TollgateGateway
 import TollgateSignature
 import TollgateStore
 import TollgateToken
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 // What the OSS SDKs expect of OSS (issue 39), through the gateway's front door with signed
 // requests (see SignedGatewayTests.swift): ETags, bodiless errors, copied parts, append tags,

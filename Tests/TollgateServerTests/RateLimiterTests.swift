@@ -3,7 +3,9 @@ import Hummingbird
 import HummingbirdTesting
 import Testing
 @testable import TollgateConfig
+@testable import TollgateGateway
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 // MARK: The token bucket, with `now` passed in
 

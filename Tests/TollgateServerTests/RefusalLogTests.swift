@@ -1,6 +1,8 @@
 import Foundation
 import Testing
+@testable import TollgateGateway
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 /// One line per kind and key and interval, carrying how many it stood for; other keys and
 /// kinds have their own windows; the number followed is bounded.

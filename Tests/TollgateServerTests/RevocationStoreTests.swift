@@ -3,9 +3,11 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+@testable import TollgateGateway
 import TollgateStore
 import TollgateToken
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 private func scratch() throws -> String {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-revocations-\(UUID().uuidString)").path

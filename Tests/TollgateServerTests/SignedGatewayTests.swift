@@ -10,6 +10,7 @@ import Synchronization
 import Testing
 import TollgateCORS
 import TollgateCrypto
+@testable import TollgateGateway
 @testable import TollgateHTTP
 import TollgatePolicy
 import TollgateSignature
@@ -18,6 +19,7 @@ import TollgateMemoryStore
 import TollgateStore
 import TollgateToken
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 // Signed requests through the gateway's front door: real STS credentials minted from the
 // fixture's token keys, signed as clients sign them (S3 SigV4 with the signer `GatewayClient`

@@ -1,8 +1,10 @@
 import HTTPTypes
 import NIOCore
 import Testing
+@testable import TollgateGateway
 import TollgateStore
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 /// The store speaks no protocol; the gateway renders its errors exactly as the store used to:
 /// same status, code and message for every case, in both dialects.

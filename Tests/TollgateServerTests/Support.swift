@@ -3,10 +3,12 @@ import Hummingbird
 import Logging
 import Synchronization
 @testable import TollgateConfig
+@testable import TollgateGateway
 import TollgateLocalStore
 import TollgateMemoryStore
 import TollgateStore
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 /// Collects every log line (message and metadata) so tests can grep what the server logged.
 final class CapturedLog: Sendable {

@@ -1,7 +1,9 @@
 import Foundation
 import Logging
 import Testing
+@testable import TollgateGateway
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 @Suite("token audit file")
 struct TokenAuditTests {

@@ -7,11 +7,13 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
+@testable import TollgateGateway
 @testable import TollgateHTTP
 import TollgateMemoryStore
 import TollgateStore
 import TollgateToken
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 private let fixedNow = Date(timeIntervalSince1970: 1_795_000_000)
 

@@ -3,6 +3,8 @@ import NIOCore
 import Synchronization
 import Testing
 @testable import TollgateConfig
+@testable import TollgateGateway
+@testable import TollgateTokenService
 import TollgateUpstream
 @testable import TollgateServer
 

@@ -21,10 +21,12 @@ import NIOEmbedded
 import NIOHTTP1
 import NIOHTTPTypes
 @testable import TollgateConfig
+@testable import TollgateGateway
 @testable import TollgateHTTP
 import TollgateMemoryStore
 import TollgateStore
 @testable import TollgateServer
+@testable import TollgateTokenService
 
 private let rootAccessKeyID = "FUZZROOTACCESSKEY"
 private let rootSecret = "fuzz-root-secret-0123456789abcdefghijklmn"
