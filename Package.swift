@@ -246,6 +246,24 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TollgateTokenServiceTests",
+            dependencies: [
+                "TollgateTokenService", "TollgateConfig", "TollgateUpstream", .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TollgateGatewayTests",
+            dependencies: [
+                "TollgateGateway", "TollgateTokenService", "TollgateConfig", "TollgateCORS", "TollgateIdentity", "TollgatePolicy", "TollgateSignature",
+                "TollgateStore", .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The application end to end: both listeners over the memory and local stores.
+        .testTarget(
             name: "TollgateServerTests",
             dependencies: [
                 "TollgateServer", "TollgateGateway", "TollgateTokenService", "TollgateHTTP", "TollgateConfig", "TollgateDates", "TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateMobile",

@@ -6,7 +6,6 @@ import TollgateConfig
 import TollgateDates
 import TollgateHTTP
 import TollgateSignature
-import TollgateTokenService
 import TollgateXML
 
 /// Bucket administration through a running gateway, as an S3 client signed with the root

@@ -1,5 +1,4 @@
 import TollgatePolicy
-import TollgateTokenService
 
 /// A gateway request, routed: method + bucket + key + query become one typed operation before
 /// anything else happens. Each case knows the policy operation it needs, so authorization

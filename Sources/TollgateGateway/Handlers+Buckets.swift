@@ -2,7 +2,6 @@ import Hummingbird
 import TollgateCrypto
 import TollgateDates
 import TollgateStore
-import TollgateTokenService
 
 extension Gateway {
     /// ListBuckets, paged as each dialect pages it: S3's `prefix`, `max-buckets` (1–10000, all

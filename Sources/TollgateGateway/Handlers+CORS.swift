@@ -1,6 +1,5 @@
 import Hummingbird
 import TollgateCORS
-import TollgateTokenService
 import TollgateXML
 
 /// A bucket's own CORS rules (`?cors`), the same in both dialects: the body's element names

@@ -1,6 +1,5 @@
 import TollgateMobile
 import TollgateStore
-import TollgateTokenService
 
 extension Gateway {
     /// Who a change feed names as the writer: the token's user, else its access key id.

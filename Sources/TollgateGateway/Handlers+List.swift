@@ -2,7 +2,6 @@ import Hummingbird
 import TollgateDates
 import TollgateSignature
 import TollgateStore
-import TollgateTokenService
 
 extension Gateway {
     /// ListObjects (v1) and ListObjectsV2: one store query, two renderings.

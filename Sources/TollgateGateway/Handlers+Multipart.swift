@@ -5,7 +5,6 @@ import TollgateCrypto
 import TollgateDates
 import TollgateSignature
 import TollgateStore
-import TollgateTokenService
 import TollgateXML
 
 extension Gateway {

@@ -3,7 +3,6 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import TollgateStore
-import TollgateTokenService
 import TollgateXML
 
 extension Gateway {

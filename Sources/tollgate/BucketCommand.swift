@@ -2,9 +2,7 @@ import ArgumentParser
 import Foundation
 import TollgateGateway
 import TollgateJSON
-import TollgateServer
 import TollgateStore
-import TollgateTokenService
 
 /// `tollgate bucket list | create NAME | delete NAME`: bucket administration through the
 /// running gateway (see `GatewayClient` for why not through the store directly).

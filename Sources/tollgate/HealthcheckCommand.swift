@@ -1,10 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
-import TollgateGateway
 import TollgateHTTP
-import TollgateServer
-import TollgateTokenService
 
 /// `tollgate healthcheck`: the image's HEALTHCHECK. Asks the token endpoint the config names for
 /// `/healthz`, so the check follows the configured address and port. Exit 0 healthy, 1 not.

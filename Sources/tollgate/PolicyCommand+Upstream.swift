@@ -1,9 +1,6 @@
 import Foundation
 import TollgateConfig
-import TollgateGateway
 import TollgatePolicy
-import TollgateServer
-import TollgateTokenService
 import TollgateUpstream
 
 /// The upstream STSs each policy file of the config is sent to (roles with `Upstream`, or the

@@ -1,11 +1,8 @@
 import ArgumentParser
 import Foundation
 import TollgateConfig
-import TollgateGateway
 import TollgateMobile
 import TollgatePolicy
-import TollgateServer
-import TollgateTokenService
 
 /// `tollgate policy`: validate policy files and ask "would this be allowed?".
 /// A thin shell: parsing, validation and evaluation live in TollgatePolicy.

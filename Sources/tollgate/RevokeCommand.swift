@@ -2,10 +2,8 @@ import ArgumentParser
 import Foundation
 import TollgateConfig
 import TollgateDates
-import TollgateGateway
 import TollgateJSON
 import Logging
-import TollgateServer
 import TollgateStorage
 import TollgateStore
 import TollgateToken

@@ -1,10 +1,7 @@
 import ArgumentParser
 import Foundation
 import TollgateConfig
-import TollgateGateway
 import TollgateHTTP
-import TollgateServer
-import TollgateTokenService
 
 /// Writes one line to standard error.
 func printError(_ line: String) {

@@ -2,9 +2,7 @@ import ArgumentParser
 import Foundation
 import TollgateConfig
 import TollgateDates
-import TollgateGateway
 import TollgateJSON
-import TollgateServer
 import TollgateToken
 import TollgateTokenService
 

@@ -2,12 +2,10 @@ import Foundation
 import Logging
 import Testing
 @testable import TollgateConfig
-@testable import TollgateGateway
 @testable import TollgateIdentity
 import TollgateLocalStore
 import TollgateMemoryStore
 import TollgateStore
-@testable import TollgateServer
 @testable import TollgateTokenService
 
 /// A config directory: config.json with two roles, and their policy files.

@@ -2,7 +2,6 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
-@testable import TollgateGateway
 @testable import TollgateServer
 @testable import TollgateTokenService
 

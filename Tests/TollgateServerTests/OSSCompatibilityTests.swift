@@ -9,7 +9,6 @@ import TollgateCrypto
 import TollgateSignature
 import TollgateStore
 import TollgateToken
-@testable import TollgateServer
 @testable import TollgateTokenService
 
 // What the OSS SDKs expect of OSS (issue 39), through the gateway's front door with signed

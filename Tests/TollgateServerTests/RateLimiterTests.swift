@@ -3,7 +3,6 @@ import Hummingbird
 import HummingbirdTesting
 import Testing
 @testable import TollgateConfig
-@testable import TollgateGateway
 @testable import TollgateServer
 @testable import TollgateTokenService
 

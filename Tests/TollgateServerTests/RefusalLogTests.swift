@@ -1,7 +1,5 @@
 import Foundation
 import Testing
-@testable import TollgateGateway
-@testable import TollgateServer
 @testable import TollgateTokenService
 
 /// One line per kind and key and interval, carrying how many it stood for; other keys and

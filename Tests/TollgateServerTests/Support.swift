@@ -3,7 +3,6 @@ import Hummingbird
 import Logging
 import Synchronization
 @testable import TollgateConfig
-@testable import TollgateGateway
 import TollgateLocalStore
 import TollgateMemoryStore
 import TollgateStore

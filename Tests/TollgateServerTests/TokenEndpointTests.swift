@@ -7,7 +7,6 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Testing
-@testable import TollgateGateway
 @testable import TollgateHTTP
 import TollgateMemoryStore
 import TollgateStore

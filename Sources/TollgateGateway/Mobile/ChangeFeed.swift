@@ -3,7 +3,6 @@ import Logging
 import Synchronization
 import TollgateMobile
 import TollgateStore
-import TollgateTokenService
 
 /// The change feeds of the mobile collections: one journal per collection (`JournalHead` and
 /// its segments), kept as shared documents of the store, so that with the s3 backend every

@@ -2,7 +2,6 @@ import Foundation
 import NIOPosix
 import Synchronization
 import TollgateStore
-import TollgateTokenService
 
 /// Shared documents in a directory, for a store that serves one instance alone (the local
 /// store: its directory lock keeps every other process out). Each write replaces its file

@@ -3,7 +3,6 @@ import NIOCore
 import Testing
 @testable import TollgateGateway
 import TollgateStore
-@testable import TollgateServer
 @testable import TollgateTokenService
 
 /// The store speaks no protocol; the gateway renders its errors exactly as the store used to:

@@ -3,10 +3,8 @@ import NIOCore
 import Synchronization
 import Testing
 @testable import TollgateConfig
-@testable import TollgateGateway
 @testable import TollgateTokenService
 import TollgateUpstream
-@testable import TollgateServer
 
 /// An upstream that answers from a script and counts its calls.
 private final class ScriptedUpstream: Sendable {

@@ -1,8 +1,6 @@
 import Foundation
 import Logging
 import Testing
-@testable import TollgateGateway
-@testable import TollgateServer
 @testable import TollgateTokenService
 
 @Suite("token audit file")

@@ -4,7 +4,6 @@ import Testing
 import TollgatePolicy
 import TollgateSignature
 import TollgateStore
-@testable import TollgateServer
 @testable import TollgateTokenService
 
 struct RouteCase: Sendable, CustomStringConvertible {

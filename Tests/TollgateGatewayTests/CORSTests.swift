@@ -3,8 +3,6 @@ import TollgateCORS
 @testable import TollgateConfig
 @testable import TollgateGateway
 import TollgateIdentity
-@testable import TollgateServer
-@testable import TollgateTokenService
 
 @Suite struct CORSTests {
     @Test(arguments: [

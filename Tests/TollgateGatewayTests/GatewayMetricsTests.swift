@@ -5,7 +5,6 @@ import Testing
 import TollgatePolicy
 import TollgateSignature
 import TollgateStore
-@testable import TollgateServer
 @testable import TollgateTokenService
 
 let labelCases: [(GatewayOperation?, Dialect, Int, [String])] = [
