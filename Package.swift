@@ -106,7 +106,10 @@ let package = Package(
         // The one place that constructs a concrete store: from the config's `Storage` section.
         .target(
             name: "TollgateStorage",
-            dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateS3Store", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "TollgateStore", "TollgateLocalStore", "TollgateS3Store", .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The mobile Storage API's pure core: collections, their permissions as policy statements,
@@ -234,7 +237,14 @@ let package = Package(
         .testTarget(name: "TollgateXMLTests", dependencies: ["TollgateXML", .product(name: "NIOCore", package: "swift-nio")], swiftSettings: swiftSettings),
         .testTarget(name: "TollgateUpstreamTests", dependencies: ["TollgateUpstream", "TollgatePolicy", "TollgateSignature", "TollgateCrypto", "TollgateDates"],
                     swiftSettings: swiftSettings),
-        .testTarget(name: "TollgateHTTPTests", dependencies: ["TollgateHTTP"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TollgateHTTPTests",
+            dependencies: [
+                "TollgateHTTP", .product(name: "Logging", package: "swift-log"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TollgateConfigTests",
             dependencies: ["TollgateConfig", "TollgateHTTP", "TollgateStorage", "TollgateUpstream"],

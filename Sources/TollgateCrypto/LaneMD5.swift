@@ -159,8 +159,12 @@ public final class MD5Lanes: @unchecked Sendable {
             started = true
             running = busy.count
             for index in busy.indices {
-                let thread = Thread { [unowned self] in self.run(index) }
-                thread.name = "tollgate-md5"
+                let thread = Thread { [unowned self] in
+                    // Named from inside: a thread otherwise keeps the name of the one that
+                    // started it (a pool's `TP-#n`), which would pass it off as that pool's.
+                    Thread.current.name = "tollgate-md5"
+                    self.run(index)
+                }
                 thread.start()
             }
         }

@@ -148,17 +148,21 @@ public struct TLSReloader: Service {
     let listeners: [(name: String, certificates: TLSCertificates)]
     let logger: Logger
     let interval: Duration
+    /// Where the files are read (it blocks): the server's one blocking pool.
+    let pool: NIOThreadPool
 
-    public init(listeners: [(name: String, certificates: TLSCertificates)], logger: Logger, interval: Duration = .seconds(2)) {
+    public init(listeners: [(name: String, certificates: TLSCertificates)], logger: Logger, interval: Duration = .seconds(2),
+                pool: NIOThreadPool = .singleton) {
+        self.pool = pool
         self.listeners = listeners
         self.logger = logger
         self.interval = interval
     }
 
     public func run() async throws {
-        // The files are read on `NIOThreadPool.singleton` (they block), never on the task's executor.
-        await runReloadLoop(every: interval, poll: { try? await NIOThreadPool.singleton.runIfActive { reload(reason: "file changed", onlyIfChanged: true) } },
-                            onSignal: { try? await NIOThreadPool.singleton.runIfActive { reload(reason: "SIGHUP", onlyIfChanged: false) } })
+        // The files are read on `pool` (they block), never on the task's executor.
+        await runReloadLoop(every: interval, poll: { try? await pool.runIfActive { reload(reason: "file changed", onlyIfChanged: true) } },
+                            onSignal: { try? await pool.runIfActive { reload(reason: "SIGHUP", onlyIfChanged: false) } })
     }
 
     func reload(reason: String, onlyIfChanged: Bool) {

@@ -222,8 +222,8 @@ final class FileDescriptor: Sendable {
 /// The store's one blocking-I/O policy. Nothing that can block on the disk runs on the Swift
 /// concurrency pool (whose few threads every request shares) or on an event loop:
 /// - file system calls (open, read, write, fsync, mkdir, unlink of object files) run here, on
-///   a `NIOThreadPool` the store owns with a fixed number of threads, so at most that many
-///   calls wait on the disk at once and the rest queue;
+///   a `NIOThreadPool` with a fixed number of threads (the server's one blocking pool, or one
+///   the store owns), so at most that many calls wait on the disk at once and the rest queue;
 /// - SQLite runs through GRDB's async access (`MetadataIndex`), on GRDB's own bounded queues
 ///   (one writer, a few readers).
 /// Each hop costs a thread switch, so work is batched per hop: a GET opens the file and reads
@@ -235,12 +235,24 @@ final class BlockingIO: Sendable {
     /// Jobs submitted so far (tests count the hops an operation costs).
     let submitted = Atomic<Int>(0)
 
+    /// The pool is this store's own, shut down with it (not one it was given).
+    private let ownsPool: Bool
+
     init(threads: Int) {
         pool = NIOThreadPool(numberOfThreads: Swift.max(1, threads))
         pool.start()
+        ownsPool = true
     }
 
-    deinit { pool.shutdownGracefully { _ in } }
+    /// Runs on `pool`, which its owner starts and shuts down.
+    init(pool: NIOThreadPool) {
+        self.pool = pool
+        ownsPool = false
+    }
+
+    deinit {
+        if ownsPool { pool.shutdownGracefully { _ in } }
+    }
 
     /// Runs `body` on one of the pool's threads. A task cancelled before its job starts gets
     /// `CancellationError` and the job never runs, so jobs must not be the only owner of a cleanup.

@@ -1,6 +1,7 @@
 import TollgateStore
 import Foundation
 import NIOCore
+import NIOPosix
 import Synchronization
 import TollgateCORS
 import TollgateCrypto
@@ -47,8 +48,12 @@ public final class LocalObjectStore: ObjectStore {
         /// In-progress multipart uploads a bucket may hold (`tooManyUploads` beyond), at first;
         /// `setMaxUploadsPerBucket` changes it while the store is open.
         public var maxUploadsPerBucket: Int
-        /// Threads of the store's blocking-I/O pool: file system calls waiting at once, at most.
+        /// Threads of the store's blocking-I/O pool: file system calls waiting at once, at most
+        /// (ignored when `pool` is given).
         public var ioThreads: Int
+        /// The blocking-I/O pool to use, owned by the caller (the server's one pool, which its
+        /// service group shuts down); nil: the store makes one of `ioThreads` threads and owns it.
+        public var pool: NIOThreadPool?
         public var now: @Sendable () -> Date
         /// Told when writes start failing for lack of space (`true`, with the failure) and when
         /// object data is written again (`false`): once per change, never once per request.
@@ -63,7 +68,7 @@ public final class LocalObjectStore: ObjectStore {
         public init(
             directory: String, minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024,
             sendSegmentSize: Int = 2 * 1024 * 1024,
-            cachedObjects: Int = 8192, maxUploadsPerBucket: Int = 1000, ioThreads: Int = 8,
+            cachedObjects: Int = 8192, maxUploadsPerBucket: Int = 1000, ioThreads: Int = 8, pool: NIOThreadPool? = nil,
             now: @escaping @Sendable () -> Date = { Date() },
             storageFullChanged: (@Sendable (_ full: Bool, _ detail: String) -> Void)? = nil,
             writeFault: (@Sendable () -> Int32?)? = nil
@@ -75,6 +80,7 @@ public final class LocalObjectStore: ObjectStore {
             self.cachedObjects = cachedObjects
             self.maxUploadsPerBucket = maxUploadsPerBucket
             self.ioThreads = ioThreads
+            self.pool = pool
             self.now = now
             self.storageFullChanged = storageFullChanged
             self.writeFault = writeFault
@@ -132,7 +138,7 @@ public final class LocalObjectStore: ObjectStore {
         objectCache = ObjectInfoCache(capacity: configuration.cachedObjects, fileCapacity: Self.keptFiles())
         storageState = StorageFullState(changed: configuration.storageFullChanged)
         uploadLimit = Atomic(configuration.maxUploadsPerBucket)
-        io = BlockingIO(threads: configuration.ioThreads)
+        io = configuration.pool.map(BlockingIO.init(pool:)) ?? BlockingIO(threads: configuration.ioThreads)
         let root = URL(fileURLWithPath: configuration.directory).standardizedFileURL.path
         layout = StorageLayout(root: root)
         directories = ObjectDirectories(layout: layout)

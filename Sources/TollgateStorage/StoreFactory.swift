@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import TollgateLocalStore
 import TollgateS3Store
 import TollgateStore
@@ -92,12 +93,15 @@ public struct S3Settings: Sendable, Equatable, CustomStringConvertible {
 /// The one place that constructs a concrete `ObjectStore`: the server asks here, with the
 /// `Storage` settings, and gets a store that is open (`ObjectStore.open`) and ready.
 public enum StoreFactory {
-    public static func open(_ settings: StorageSettings, dataDirectory: String, maxUploadsPerBucket: Int, logger: Logger) async throws -> any ObjectStore {
+    /// `pool`: where the local store's blocking work runs (the server's one blocking pool).
+    public static func open(_ settings: StorageSettings, dataDirectory: String, maxUploadsPerBucket: Int, pool: NIOThreadPool,
+                            logger: Logger) async throws -> any ObjectStore {
         switch settings.backend {
         case .local:
             let store = try LocalObjectStore(configuration: .init(
                 directory: (dataDirectory as NSString).appendingPathComponent("store"),
                 maxUploadsPerBucket: maxUploadsPerBucket,
+                pool: pool,
                 storageFullChanged: { full, detail in
                     if full {
                         logger.error("storage full: writes refused with 507 XMinioStorageFull until space is freed", metadata: ["store.error": "\(detail)"])

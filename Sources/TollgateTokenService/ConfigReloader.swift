@@ -24,9 +24,13 @@ public final class ConfigReloader: Service, Sendable {
     /// when any of them reads differently.
     private let seen: Mutex<[String: Data?]>
 
+    /// Where the files are read (it blocks): the server's one blocking pool.
+    let pool: NIOThreadPool
+
     public init(live: LiveConfig, store: any ObjectStore, logger: Logger, interval: Duration = .seconds(1),
                 environment: [String: String] = ProcessInfo.processInfo.environment,
-                clock: @escaping @Sendable () -> Date = { Date() }) {
+                clock: @escaping @Sendable () -> Date = { Date() }, pool: NIOThreadPool = .singleton) {
+        self.pool = pool
         self.live = live
         self.store = store
         self.logger = logger
@@ -41,18 +45,18 @@ public final class ConfigReloader: Service, Sendable {
                             onSignal: { await self.reload(reason: "SIGHUP", onlyIfChanged: false) })
     }
 
-    /// Reads the files on `NIOThreadPool.singleton` (they block), never on the task's executor.
+    /// Reads the files on `pool` (they block), never on the task's executor.
     func reload(reason: String, onlyIfChanged: Bool) async {
         if onlyIfChanged {
             let files = seen.withLock { $0 }
-            let changed = try? await NIOThreadPool.singleton.runIfActive {
+            let changed = try? await pool.runIfActive {
                 files.contains(where: { path, content in Self.read(path) != content })
             }
             guard changed == true else { return }
         }
         let running = live.current
         let (environment, clock) = (environment, clock)
-        let loaded = try? await NIOThreadPool.singleton.runIfActive { () -> Result<ConfigSnapshot, ConfigLoadError> in
+        let loaded = try? await pool.runIfActive { () -> Result<ConfigSnapshot, ConfigLoadError> in
             do throws(ConfigLoadError) {
                 return .success(try ConfigSnapshot(try ConfigFiles.read(path: running.config.path, environment: environment),
                                                    root: running.root, running: running, clock: clock))

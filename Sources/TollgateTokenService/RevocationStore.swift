@@ -43,9 +43,12 @@ public final class RevocationStore: Sendable {
     /// The backend's document, when the list is shared, and the version of it in force.
     private let shared: (any SharedDocuments)?
     private let version = Mutex<String?>(nil)
+    /// Where the file is read and written (it blocks): the server's one blocking pool.
+    private let pool: NIOThreadPool
 
     /// The list shared by every instance through the storage backend, empty until `refresh`.
     public init(shared documents: any SharedDocuments, maxTokenLifetime: Int = TollgateConfig.maximumTokenLifetime) {
+        pool = .singleton
         path = "storage backend: " + Self.fileName
         self.maxTokenLifetime = Int64(maxTokenLifetime)
         state = Mutex((RevocationList(), nil))
@@ -128,7 +131,9 @@ public final class RevocationStore: Sendable {
     /// Opens the list in `dataDirectory` (creating nothing until the first revocation). A file
     /// that exists but cannot be read or parsed is an error: starting without it would lift
     /// every revocation.
-    public init(dataDirectory: String, maxTokenLifetime: Int = TollgateConfig.maximumTokenLifetime) throws(RevocationStoreError) {
+    public init(dataDirectory: String, maxTokenLifetime: Int = TollgateConfig.maximumTokenLifetime,
+                pool: NIOThreadPool = .singleton) throws(RevocationStoreError) {
+        self.pool = pool
         path = (dataDirectory as NSString).appendingPathComponent(Self.fileName)
         self.maxTokenLifetime = Int64(maxTokenLifetime)
         let stamp = Self.stamp(path)
@@ -183,7 +188,7 @@ public final class RevocationStore: Sendable {
         let attempt = { @Sendable () -> Result<Revocation, RevocationStoreError> in
             Result { () throws(RevocationStoreError) in try self.revoke(kind, value, now: now) }
         }
-        let result = (try? await NIOThreadPool.singleton.runIfActive(attempt)) ?? attempt()
+        let result = (try? await pool.runIfActive(attempt)) ?? attempt()
         return try result.get()
     }
 

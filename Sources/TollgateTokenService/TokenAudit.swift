@@ -95,10 +95,14 @@ public final class TokenAuditLog: Service, Sendable {
     /// runs one at a time.
     private let file = Mutex<(descriptor: Int32, size: Int, writes: Int)>((-1, 0, 0))
 
-    public init(dataDirectory: String, maxBytes: Int = defaultMaxBytes, logger: Logger) {
+    /// Where the file is written (it blocks): the server's one blocking pool.
+    let pool: NIOThreadPool
+
+    public init(dataDirectory: String, maxBytes: Int = defaultMaxBytes, logger: Logger, pool: NIOThreadPool = .singleton) {
         path = (dataDirectory as NSString).appendingPathComponent(Self.fileName)
         self.maxBytes = maxBytes
         self.logger = logger
+        self.pool = pool
         (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -129,7 +133,7 @@ public final class TokenAuditLog: Service, Sendable {
     }
 
     private func flushOffloaded() async {
-        do { try await NIOThreadPool.singleton.runIfActive { self.flush() } } catch { flush() }
+        do { try await pool.runIfActive { self.flush() } } catch { flush() }
     }
 
     /// Writes the buffered lines, rotating first when the file has reached `maxBytes`.

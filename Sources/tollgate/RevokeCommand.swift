@@ -4,6 +4,7 @@ import TollgateConfig
 import TollgateDates
 import TollgateJSON
 import Logging
+import NIOPosix
 import TollgateStorage
 import TollgateStore
 import TollgateToken
@@ -49,7 +50,8 @@ extension TokenCommand {
                 // The instances' shared list, in the storage backend.
                 do {
                     objects = try await StoreFactory.open(config.storage, dataDirectory: config.dataDirectory,
-                                                          maxUploadsPerBucket: config.maxMultipartUploadsPerBucket, logger: Logger(label: "tollgate"))
+                                                          maxUploadsPerBucket: config.maxMultipartUploadsPerBucket, pool: .singleton,
+                                                          logger: Logger(label: "tollgate"))
                 } catch {
                     printError("tollgate: cannot open the object store: \(error)")
                     throw ExitCode(1)
@@ -79,9 +81,9 @@ extension TokenCommand {
 
 /// Opens the revocation list in the config's data directory, or stops with one line and exit
 /// code 2 (a broken file must not be ignored: that would lift every revocation).
-func openRevocationsOrExit(_ config: TollgateConfig) throws -> RevocationStore {
+func openRevocationsOrExit(_ config: TollgateConfig, pool: NIOThreadPool = .singleton) throws -> RevocationStore {
     do {
-        return try RevocationStore(dataDirectory: config.dataDirectory)
+        return try RevocationStore(dataDirectory: config.dataDirectory, pool: pool)
     } catch {
         printError("tollgate: revocation error: \(error)")
         throw ExitCode(2)

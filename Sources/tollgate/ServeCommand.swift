@@ -18,6 +18,9 @@ import TollgateTokenService
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the token endpoint and the object gateway.")
+    /// Threads of the one blocking pool: blocking calls (mostly the local store's file system
+    /// calls) waiting at once, at most; the rest queue.
+    static let blockingThreads = 8
 
     @Option(name: .long, help: "Path of config.json (default: $TOLLGATE_CONFIG, else ./config.json).")
     var config: String?
@@ -100,12 +103,15 @@ struct ServeCommand: AsyncParsableCommand {
         // the revocations); with the s3 backend nothing else, so it may not exist yet.
         try? FileManager.default.createDirectory(atPath: config.dataDirectory, withIntermediateDirectories: true,
                                                  attributes: [.posixPermissions: 0o700])
-        let tokenAudit = TokenAuditLog(dataDirectory: config.dataDirectory, logger: logger)
+        // The one pool for blocking work, handed to everything that blocks (see BlockingPoolService).
+        let blocking = BlockingPoolService(threads: Self.blockingThreads)
+        let pool = blocking.pool
+        let tokenAudit = TokenAuditLog(dataDirectory: config.dataDirectory, logger: logger, pool: pool)
         state.tokenAudit = tokenAudit
         let store: any ObjectStore
         do {
             store = try await StoreFactory.open(config.storage, dataDirectory: config.dataDirectory,
-                                                maxUploadsPerBucket: config.maxMultipartUploadsPerBucket, logger: logger)
+                                                maxUploadsPerBucket: config.maxMultipartUploadsPerBucket, pool: pool, logger: logger)
         } catch {
             LogOutput.standardOutput.flush()
             printError("tollgate: cannot open the object store (\(config.storage.name)\(config.storage.backend == .local ? " in \(config.dataDirectory)" : "")): \(error)")
@@ -120,7 +126,7 @@ struct ServeCommand: AsyncParsableCommand {
                 logger.error("revocations cannot be read yet; they apply once the storage backend answers", metadata: ["revocation.error": "\(error)"])
             }
         } else {
-            revocations = try openRevocationsOrExit(config)
+            revocations = try openRevocationsOrExit(config, pool: pool)
         }
         state.revocations = revocations
         state.store = store
@@ -128,7 +134,8 @@ struct ServeCommand: AsyncParsableCommand {
         if let shared = store.sharedDocuments {
             state.changes = ChangeFeed(documents: shared, store: store, shared: true, logger: logger)
         } else {
-            state.changes = ChangeFeed(directory: (config.dataDirectory as NSString).appendingPathComponent("shared"), store: store, logger: logger)
+            state.changes = ChangeFeed(directory: (config.dataDirectory as NSString).appendingPathComponent("shared"), store: store, logger: logger,
+                                       pool: pool)
         }
         await createRequiredBuckets(snapshot, store: store, logger: logger)
         let tokenApp = try buildTokenApplication(state: state, certificates: tokenCertificates, metrics: registry, logger: logger)
@@ -137,14 +144,16 @@ struct ServeCommand: AsyncParsableCommand {
                                                            "listen.scheme": "\(tokenCertificates == nil ? "http" : "https")"])
         logger.info("gateway listening", metadata: ["listen.address": "\(config.gatewayAddress):\(config.gatewayPort)",
                                                     "listen.scheme": "\(gatewayCertificates == nil ? "http" : "https")"])
-        // First, so told last to stop: the MD5 lane threads end after the listeners that use them.
-        var services: [any Service] = [MD5LanesService(lanes: MD5Lanes.shared), tokenApp, gatewayApp, ConfigReloader(live: state.live, store: store, logger: logger),
+        // First, so told last to stop: the blocking pool after everything that submits to it, the
+        // MD5 lane threads after the listeners that use them.
+        var services: [any Service] = [blocking, MD5LanesService(lanes: MD5Lanes.shared, pool: pool), tokenApp, gatewayApp,
+                                       ConfigReloader(live: state.live, store: store, logger: logger, pool: pool),
                                        UploadExpiry(store: store, live: state.live, logger: logger),
                                        RevocationWatcher(store: revocations, logger: logger), tokenAudit]
         var certificates: [(name: String, certificates: TLSCertificates)] = []
         if let tokenCertificates { certificates.append((name: "token", certificates: tokenCertificates)) }
         if let gatewayCertificates { certificates.append((name: "gateway", certificates: gatewayCertificates)) }
-        if !certificates.isEmpty { services.append(TLSReloader(listeners: certificates, logger: logger)) }
+        if !certificates.isEmpty { services.append(TLSReloader(listeners: certificates, logger: logger, pool: pool)) }
         let group = ServiceGroup(
             configuration: .init(
                 services: services,
@@ -165,11 +174,12 @@ struct ServeCommand: AsyncParsableCommand {
 /// Ends the MD5 lane threads (`MD5Lanes.stop`) when the services stop; until then it waits.
 struct MD5LanesService: Service {
     let lanes: MD5Lanes?
+    let pool: NIOThreadPool
 
     func run() async throws {
         try? await gracefulShutdown()
         guard let lanes else { return }
-        // `stop` waits for the threads to finish what they hold: a blocking wait, on a pool.
-        try await NIOThreadPool.singleton.runIfActive { lanes.stop() }
+        // `stop` waits for the threads to finish what they hold: a blocking wait, on the pool.
+        try await pool.runIfActive { lanes.stop() }
     }
 }

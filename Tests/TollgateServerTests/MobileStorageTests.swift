@@ -343,7 +343,7 @@ private let root = "/mobile/platform/storage/collections"
 @Test func fileDocumentsCompareAndSwapAndSurviveARestart() async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-docs-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let documents = FileDocuments(directory: directory)
+    let documents = FileDocuments(directory: directory, pool: .singleton)
     #expect(try await documents.read("a/b.json", ifChangedFrom: nil) == .absent)
     let first = try await documents.write("a/b.json", Array("one".utf8), replacing: nil)
     await #expect(throws: StoreError.preconditionFailed) { try await documents.write("a/b.json", Array("two".utf8), replacing: nil) }
@@ -351,7 +351,7 @@ private let root = "/mobile/platform/storage/collections"
     let second = try await documents.write("a/b.json", Array("two".utf8), replacing: first)
     await #expect(throws: StoreError.preconditionFailed) { try await documents.write("a/b.json", Array("three".utf8), replacing: first) }
     #expect(second != first)
-    let reopened = FileDocuments(directory: directory)
+    let reopened = FileDocuments(directory: directory, pool: .singleton)
     guard case .document(let bytes, _) = try await reopened.read("a/b.json", ifChangedFrom: nil) else {
         Issue.record("the document is on disk")
         return

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import Synchronization
 import TollgateMobile
 import TollgateStore
@@ -40,8 +41,8 @@ public final class ChangeFeed: Sendable {
     }
 
     /// The feed of the local store: documents in `directory` (the data directory's `shared/`).
-    public convenience init(directory: String, store: any ObjectStore, logger: Logger) {
-        self.init(documents: FileDocuments(directory: directory), store: store, shared: false, logger: logger)
+    public convenience init(directory: String, store: any ObjectStore, logger: Logger, pool: NIOThreadPool = .singleton) {
+        self.init(documents: FileDocuments(directory: directory, pool: pool), store: store, shared: false, logger: logger)
     }
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }

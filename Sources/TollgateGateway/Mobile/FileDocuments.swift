@@ -18,8 +18,12 @@ final class FileDocuments: SharedDocuments {
         var version: String
     }
 
-    init(directory: String) {
+    /// Where the files are read and written (it blocks): the server's one blocking pool.
+    let pool: NIOThreadPool
+
+    init(directory: String, pool: NIOThreadPool) {
         self.directory = directory
+        self.pool = pool
     }
 
     func read(_ name: String, ifChangedFrom version: String?) async throws -> SharedDocumentRead {
@@ -124,6 +128,6 @@ final class FileDocuments: SharedDocuments {
     }
 
     private func offload<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive(work)
+        try await pool.runIfActive(work)
     }
 }
