@@ -35,8 +35,8 @@ import Glibc
 /// earlier body parts) went through the body writer. Writes from the body writer and user events
 /// reach the pipeline in the order they were made (both are handed to the channel's event loop in
 /// order), so the span lands between the parts written before and after it: the codec frames it
-/// as any body part and writes it as a `FileRegion`. The event's promise completes when the span
-/// is written, and only then may the span's file be closed. Plain TCP only: TLS encrypts in user
+/// as any body part and writes it as a `FileRegion` over a duplicate of the span's descriptor,
+/// which NIO owns and which is closed when the span is written; the event's promise completes then. Plain TCP only: TLS encrypts in user
 /// space, so with TLS the gateway sends bytes.
 ///
 /// The socket is corked (`TCP_CORK`) while a span is flushed, as nginx's `tcp_nopush` does: the
@@ -259,16 +259,21 @@ package final class HTTP1Codec: ChannelDuplexHandler, RemovableChannelHandler {
             context.triggerUserOutboundEvent(event, promise: promise)
             return
         }
-        // The handle borrows the span's descriptor: ownership goes back before the handle is
-        // dropped, so NIO never closes it, and the span keeps the file open until then.
-        let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: send.span.descriptor)
+        // NIO's handle owns the descriptor it is given and is closed when the write ends, as
+        // NIO's ownership rule asks: it gets a duplicate of the span's (one dup(2) per span), so
+        // the span's file stays its owner's to close, whenever that owner lets go.
+        let duplicate = dup(send.span.descriptor)
+        guard duplicate >= 0 else {
+            promise?.fail(IOError(errnoCode: errno, reason: "dup"))
+            return
+        }
+        let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: duplicate)
         let region = FileRegion(
             fileHandle: handle, readerIndex: Int(send.span.range.lowerBound), endIndex: Int(send.span.range.upperBound)
         )
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenComplete { result in
-            _ = try? handle.takeDescriptorOwnership()
-            withExtendedLifetime(send.span) {}
+            try? handle.close()
             promise?.completeWith(result)
         }
         let wasWritable = context.channel.isWritable

@@ -239,6 +239,7 @@ private final class SpanSocket: ChannelOutboundHandler {
     typealias OutboundIn = IOData
     var clientReads = true
     var regions: [Int] = []
+    var handles: [(handle: NIOFileHandle, descriptor: CInt)] = []
     private var unsent: [EventLoopPromise<Void>] = []
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -246,6 +247,7 @@ private final class SpanSocket: ChannelOutboundHandler {
             return context.write(data, promise: promise)
         }
         regions.append(region.readableBytes)
+        handles.append((region.fileHandle, (try? region.fileHandle.withUnsafeFileDescriptor { $0 }) ?? -1))
         if let promise { unsent.append(promise) }
         channel.isWritable = false
         channel.pipeline.fireChannelWritabilityChanged()
@@ -308,6 +310,32 @@ private final class WritabilityWatcher: ChannelInboundHandler {
     channel.flush()
     try unread.wait()
     #expect(watcher.heard == [false, true])
+    _ = try channel.finish()
+}
+
+/// NIO's file handle owns the descriptor it holds: the codec gives it a duplicate of the span's,
+/// which is closed once the span is written, and the span's own descriptor stays open for its
+/// owner (the store's kept file) to close.
+@Test func aSpanIsSentThroughADescriptorNIOOwns() throws {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-span-\(UUID().uuidString)").path
+    try Data(repeating: 7, count: 4096).write(to: URL(fileURLWithPath: path))
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let socket = SpanSocket()
+    let channel = EmbeddedChannel()
+    try channel.pipeline.syncOperations.addHandlers([socket, HTTP1Codec()])
+    try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/photo")))
+    try channel.writeInbound(HTTPServerRequestPart.end(nil))
+    channel.write(HTTPResponsePart.head(HTTPResponse(status: .ok, headerFields: [.contentLength: "4096"])), promise: nil)
+    let span = openRegion(path, count: 4096)
+    let sent = channel.eventLoop.makePromise(of: Void.self)
+    channel.pipeline.triggerUserOutboundEvent(HTTP1Codec.SendFile(span: span), promise: sent)
+    channel.writeAndFlush(HTTPResponsePart.end(nil), promise: nil)
+    try sent.futureResult.wait()
+
+    let (handle, descriptor) = try #require(socket.handles.first)
+    #expect(descriptor >= 0 && descriptor != span.descriptor, "NIO holds a descriptor of its own, not the span's")
+    #expect(!handle.isOpen, "the duplicate is closed once the span is written")
+    #expect(fcntl(span.descriptor, F_GETFD) != -1, "the span's own descriptor is its owner's to close")
     _ = try channel.finish()
 }
 
