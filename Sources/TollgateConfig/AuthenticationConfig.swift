@@ -2,7 +2,7 @@ import Foundation
 import TollgateIdentity
 
 /// Reading the `Authentication` section of config.json (see README, "App authentication").
-package extension TollgateConfig {
+extension TollgateConfig {
     static let authenticationKeys = ["AllowAnonymous", "Providers", "RoleRules", "DefaultRole", "Webhook"]
     static let providerKeys = ["Name", "Issuer", "JWKSURL", "DiscoveryURL", "Audiences", "Algorithms", "SubjectClaim",
                                "LeewaySeconds", "HMACSecretEnv", "Claims", "SubjectPrefix"]

@@ -6,7 +6,7 @@ import TollgateStorage
 /// S3-compatible cluster. The backend's keys come from files or environment variables named
 /// here, never from config.json itself, and never reach a log line (`S3Settings` describes
 /// itself without them).
-package extension StorageSettings {
+extension StorageSettings {
     static let keys = [
         "Backend", "Endpoint", "Region", "PathStyle", "AccessKeyIDFile", "AccessKeyIDEnv", "AccessKeySecretFile", "AccessKeySecretEnv",
         "BucketPrefix", "SystemBucket", "TLS", "BackendMinimumPartSize", "AppendableObjects", "RequestTimeoutSeconds",

@@ -41,7 +41,7 @@ public struct UpstreamConfig: Sendable, Equatable {
     public var isEmpty: Bool { roles.isEmpty }
 }
 
-package extension TollgateConfig {
+extension TollgateConfig {
     /// The seed's opt-in key and the name of the upstream it defines.
     public static let assumeRoleArnKey = "AssumeRoleArn"
     public static let seedUpstreamName = "default"

@@ -158,15 +158,10 @@ package final class TokenController: Sendable {
             guard authentication.allowAnonymous else { throw .missingToken }
             return Decision(role: TollgateConfig.defaultRole, duration: try self.duration(duration, role: TollgateConfig.defaultRole))
         }
-        let identity = try await identities.verify(loginToken, now: now)
-        if let named = identity.role, policies[named] == nil {
-            throw .rejectedClaim("The login webhook named the unknown role \"\(named)\".")
-        }
-        let role = try authentication.role(for: identity.claims, named: identity.role, requested: requested)
-        let provider = authentication.providers.first { $0.issuer == identity.issuer }
-        return Decision(subject: identity.subject, issuer: identity.issuer, role: role,
-                        duration: try self.duration(duration, role: role, limit: identity.maxValiditySeconds),
-                        claims: identity.carriedClaims(provider?.carriedClaims ?? []), audience: identity.audience)
+        let user = try await identities.appUser(loginToken, requested: requested, authentication: authentication, roles: policies, now: now)
+        return Decision(subject: user.identity.subject, issuer: user.identity.issuer, role: user.role,
+                        duration: try self.duration(duration, role: user.role, limit: user.identity.maxValiditySeconds),
+                        claims: user.claims, audience: user.identity.audience)
     }
 
     /// The lifetime: the requested duration, bounded by the role's maximum; without a request,
@@ -345,5 +340,29 @@ package enum URLEncodedForm {
             guard let name = decoded(parts[0]) else { return nil }
             return (name, parts.count > 1 ? decoded(parts[1]) ?? "" : "")
         }
+    }
+}
+
+/// An app user's login token, verified and given its role: the one rule the token endpoint and
+/// the mobile Storage API share.
+package struct AppUser: Sendable {
+    package let identity: VerifiedIdentity
+    package let role: String
+    /// The claims its provider carries into tokens (`CarriedClaims`).
+    package let claims: [String: String]
+}
+
+extension IdentityVerifier {
+    /// Verifies `loginToken` and maps its claims to a role (`requested`, when the rules allow
+    /// it); a role the login webhook names must be one of `roles`.
+    package func appUser(_ loginToken: String, requested: String?, authentication: AuthenticationSettings, roles: [String: Policy],
+                         now: Date) async throws(IdentityError) -> AppUser {
+        let identity = try await verify(loginToken, now: now)
+        if let named = identity.role, roles[named] == nil {
+            throw .rejectedClaim("The login webhook named the unknown role \"\(named)\".")
+        }
+        let role = try authentication.role(for: identity.claims, named: identity.role, requested: requested)
+        let provider = authentication.providers.first { $0.issuer == identity.issuer }
+        return AppUser(identity: identity, role: role, claims: identity.carriedClaims(provider?.carriedClaims ?? []))
     }
 }

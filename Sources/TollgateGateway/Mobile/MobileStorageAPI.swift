@@ -124,17 +124,13 @@ package struct MobileStorageAPI: Sendable {
             throw MobileError(.unauthorized, "This server has no Authentication section: there are no login tokens to present.")
         }
         let token = String(parts[1].drop { $0 == " " || $0 == "\t" })
-        do {
-            let identity = try await identities.verify(token, now: now)
-            if let named = identity.role, snapshot.policies[named] == nil {
-                throw IdentityError.rejectedClaim("The login webhook named the unknown role \"\(named)\".")
-            }
-            let role = try authentication.role(for: identity.claims, named: identity.role, requested: nil)
-            let provider = authentication.providers.first { $0.issuer == identity.issuer }
-            return Caller(subject: identity.subject, role: role, claims: identity.carriedClaims(provider?.carriedClaims ?? []))
-        } catch let error as IdentityError {
+        let user: AppUser
+        do throws(IdentityError) {
+            user = try await identities.appUser(token, requested: nil, authentication: authentication, roles: snapshot.policies, now: now)
+        } catch {
             throw MobileError(HTTPResponse.Status(code: error.httpStatus), error.message, code: "MOBILE-" + error.code)
         }
+        return Caller(subject: user.identity.subject, role: user.role, claims: user.claims)
     }
 
     /// A SigV4 request (service `s3`) signed with vended credentials: their user and role (the
