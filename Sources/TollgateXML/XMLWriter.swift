@@ -6,7 +6,7 @@ import NIOCore
 /// UTF-8 straight into the response body's buffer: a 1000-key listing appended to a String
 /// piece by piece spent a fifth of its CPU growing it.
 package struct XMLWriter {
-    package var buffer: ByteBuffer
+    package private(set) var buffer: ByteBuffer
     private var open: [String] = []
 
     package init() {
