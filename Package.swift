@@ -156,7 +156,7 @@ let package = Package(
         .target(
             name: "TollgateTokenService",
             dependencies: [
-                "TollgateHTTP", "TollgateConfig", "TollgateCORS", "TollgateCrypto", "TollgateDates", "TollgateIdentity", "TollgateJSON",
+                "TollgateHTTP", "TollgateConfig", "TollgateCORS", "TollgateCache", "TollgateCrypto", "TollgateDates", "TollgateIdentity", "TollgateJSON",
                 "TollgateMobile", "TollgatePolicy", "TollgateSignature", "TollgateStore", "TollgateToken", "TollgateUpstream", "TollgateXML",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -2,6 +2,7 @@ import Dispatch
 import Metrics
 import NIOCore
 import Synchronization
+import TollgateCache
 import TollgatePolicy
 import TollgateSignature
 import TollgateStore

@@ -152,7 +152,7 @@ public struct TLSReloader: Service {
     let pool: NIOThreadPool
 
     public init(listeners: [(name: String, certificates: TLSCertificates)], logger: Logger, interval: Duration = .seconds(2),
-                pool: NIOThreadPool = .singleton) {
+                pool: NIOThreadPool) {
         self.pool = pool
         self.listeners = listeners
         self.logger = logger

@@ -48,12 +48,8 @@ public final class LocalObjectStore: ObjectStore {
         /// In-progress multipart uploads a bucket may hold (`tooManyUploads` beyond), at first;
         /// `setMaxUploadsPerBucket` changes it while the store is open.
         public var maxUploadsPerBucket: Int
-        /// Threads of the store's blocking-I/O pool: file system calls waiting at once, at most
-        /// (ignored when `pool` is given).
-        public var ioThreads: Int
-        /// The blocking-I/O pool to use, owned by the caller (the server's one pool, which its
-        /// service group shuts down); nil: the store makes one of `ioThreads` threads and owns it.
-        public var pool: NIOThreadPool?
+        /// Where the store's blocking calls run.
+        public var io: IOPool
         public var now: @Sendable () -> Date
         /// Told when writes start failing for lack of space (`true`, with the failure) and when
         /// object data is written again (`false`): once per change, never once per request.
@@ -68,7 +64,7 @@ public final class LocalObjectStore: ObjectStore {
         public init(
             directory: String, minimumPartSize: Int64 = 5 * 1024 * 1024, readChunkSize: Int = 256 * 1024,
             sendSegmentSize: Int = 2 * 1024 * 1024,
-            cachedObjects: Int = 8192, maxUploadsPerBucket: Int = 1000, ioThreads: Int = 8, pool: NIOThreadPool? = nil,
+            cachedObjects: Int = 8192, maxUploadsPerBucket: Int = 1000, io: IOPool = .own(threads: 8),
             now: @escaping @Sendable () -> Date = { Date() },
             storageFullChanged: (@Sendable (_ full: Bool, _ detail: String) -> Void)? = nil,
             writeFault: (@Sendable () -> Int32?)? = nil
@@ -79,12 +75,20 @@ public final class LocalObjectStore: ObjectStore {
             self.sendSegmentSize = sendSegmentSize
             self.cachedObjects = cachedObjects
             self.maxUploadsPerBucket = maxUploadsPerBucket
-            self.ioThreads = ioThreads
-            self.pool = pool
+            self.io = io
             self.now = now
             self.storageFullChanged = storageFullChanged
             self.writeFault = writeFault
         }
+    }
+
+    /// The pool of threads the store's blocking calls (file system, SQLite) run on.
+    public enum IOPool: Sendable {
+        /// A pool of this many threads (file system calls waiting at once, at most), made and
+        /// shut down by the store.
+        case own(threads: Int)
+        /// The caller's pool (the server's one pool, which its service group shuts down).
+        case shared(NIOThreadPool)
     }
 
     /// What start-up recovery found and removed.
@@ -138,7 +142,10 @@ public final class LocalObjectStore: ObjectStore {
         objectCache = ObjectInfoCache(capacity: configuration.cachedObjects, fileCapacity: Self.keptFiles())
         storageState = StorageFullState(changed: configuration.storageFullChanged)
         uploadLimit = Atomic(configuration.maxUploadsPerBucket)
-        io = configuration.pool.map(BlockingIO.init(pool:)) ?? BlockingIO(threads: configuration.ioThreads)
+        io = switch configuration.io {
+        case .own(let threads): BlockingIO(threads: threads)
+        case .shared(let pool): BlockingIO(pool: pool)
+        }
         let root = URL(fileURLWithPath: configuration.directory).standardizedFileURL.path
         layout = StorageLayout(root: root)
         directories = ObjectDirectories(layout: layout)

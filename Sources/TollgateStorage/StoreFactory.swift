@@ -101,7 +101,7 @@ public enum StoreFactory {
             let store = try LocalObjectStore(configuration: .init(
                 directory: (dataDirectory as NSString).appendingPathComponent("store"),
                 maxUploadsPerBucket: maxUploadsPerBucket,
-                pool: pool,
+                io: .shared(pool),
                 storageFullChanged: { full, detail in
                     if full {
                         logger.error("storage full: writes refused with 507 XMinioStorageFull until space is freed", metadata: ["store.error": "\(detail)"])

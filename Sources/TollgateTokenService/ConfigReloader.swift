@@ -29,7 +29,7 @@ public final class ConfigReloader: Service, Sendable {
 
     public init(live: LiveConfig, store: any ObjectStore, logger: Logger, interval: Duration = .seconds(1),
                 environment: [String: String] = ProcessInfo.processInfo.environment,
-                clock: @escaping @Sendable () -> Date = { Date() }, pool: NIOThreadPool = .singleton) {
+                clock: @escaping @Sendable () -> Date = { Date() }, pool: NIOThreadPool) {
         self.pool = pool
         self.live = live
         self.store = store

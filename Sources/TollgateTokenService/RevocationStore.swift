@@ -43,12 +43,13 @@ public final class RevocationStore: Sendable {
     /// The backend's document, when the list is shared, and the version of it in force.
     private let shared: (any SharedDocuments)?
     private let version = Mutex<String?>(nil)
-    /// Where the file is read and written (it blocks): the server's one blocking pool.
-    private let pool: NIOThreadPool
+    /// Where the file is read and written (it blocks): the server's one blocking pool. None
+    /// when the list is shared: the backend's document is read and written asynchronously.
+    private let pool: NIOThreadPool?
 
     /// The list shared by every instance through the storage backend, empty until `refresh`.
     public init(shared documents: any SharedDocuments, maxTokenLifetime: Int = TollgateConfig.maximumTokenLifetime) {
-        pool = .singleton
+        pool = nil
         path = "storage backend: " + Self.fileName
         self.maxTokenLifetime = Int64(maxTokenLifetime)
         state = Mutex((RevocationList(), nil))
@@ -132,7 +133,7 @@ public final class RevocationStore: Sendable {
     /// that exists but cannot be read or parsed is an error: starting without it would lift
     /// every revocation.
     public init(dataDirectory: String, maxTokenLifetime: Int = TollgateConfig.maximumTokenLifetime,
-                pool: NIOThreadPool = .singleton) throws(RevocationStoreError) {
+                pool: NIOThreadPool) throws(RevocationStoreError) {
         self.pool = pool
         path = (dataDirectory as NSString).appendingPathComponent(Self.fileName)
         self.maxTokenLifetime = Int64(maxTokenLifetime)
@@ -181,14 +182,14 @@ public final class RevocationStore: Sendable {
         return entry
     }
 
-    /// `revoke` on NIO's shared, bounded thread pool (the server's one place for blocking file
-    /// work outside the object store, as the token audit file), so the file I/O holds neither an
-    /// event loop nor the cooperative pool. Should the pool refuse the job, it runs here.
-    public func revokeOffloaded(_ kind: RevocationKind, _ value: String, now: Date) async throws(RevocationStoreError) -> Revocation {
+    /// `revoke` on the blocking pool the store was given, so the file I/O holds neither an event
+    /// loop nor the cooperative pool. Should the pool refuse the job (it is shutting down), it
+    /// runs here.
+    private func revokeOffloaded(_ kind: RevocationKind, _ value: String, now: Date) async throws(RevocationStoreError) -> Revocation {
         let attempt = { @Sendable () -> Result<Revocation, RevocationStoreError> in
             Result { () throws(RevocationStoreError) in try self.revoke(kind, value, now: now) }
         }
-        let result = (try? await pool.runIfActive(attempt)) ?? attempt()
+        let result = if let pool { (try? await pool.runIfActive(attempt)) ?? attempt() } else { attempt() }
         return try result.get()
     }
 

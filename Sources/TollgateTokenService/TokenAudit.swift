@@ -98,7 +98,7 @@ public final class TokenAuditLog: Service, Sendable {
     /// Where the file is written (it blocks): the server's one blocking pool.
     let pool: NIOThreadPool
 
-    public init(dataDirectory: String, maxBytes: Int = defaultMaxBytes, logger: Logger, pool: NIOThreadPool = .singleton) {
+    public init(dataDirectory: String, maxBytes: Int = defaultMaxBytes, logger: Logger, pool: NIOThreadPool) {
         path = (dataDirectory as NSString).appendingPathComponent(Self.fileName)
         self.maxBytes = maxBytes
         self.logger = logger

@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import NIOCore
 import Synchronization
+import TollgateCache
 import TollgateConfig
 import TollgateDates
 import TollgateIdentity

@@ -3,6 +3,7 @@ import Foundation
 import Metrics
 import NIOCore
 import Synchronization
+import TollgateCache
 import TollgateConfig
 import TollgatePolicy
 import TollgateUpstream

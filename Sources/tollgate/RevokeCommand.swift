@@ -58,7 +58,7 @@ extension TokenCommand {
                 }
                 store = RevocationStore(shared: objects!.sharedDocuments!)
             } else {
-                store = try openRevocationsOrExit(config)
+                store = try openRevocationsOrExit(config, pool: .singleton)
             }
             do {
                 let entry = try await store.record(kind, value, now: Date())
@@ -81,7 +81,7 @@ extension TokenCommand {
 
 /// Opens the revocation list in the config's data directory, or stops with one line and exit
 /// code 2 (a broken file must not be ignored: that would lift every revocation).
-func openRevocationsOrExit(_ config: TollgateConfig, pool: NIOThreadPool = .singleton) throws -> RevocationStore {
+func openRevocationsOrExit(_ config: TollgateConfig, pool: NIOThreadPool) throws -> RevocationStore {
     do {
         return try RevocationStore(dataDirectory: config.dataDirectory, pool: pool)
     } catch {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import TollgateGateway
 import TollgatePolicy
@@ -79,18 +78,4 @@ let storeErrorCases: [(StoreError, StoreErrorKind?)] = [
 @Test("store failures are counted, the store's refusals are not", arguments: storeErrorCases)
 func storeErrorKinds(error: StoreError, kind: StoreErrorKind?) {
     #expect(StoreErrorKind(error) == kind)
-}
-
-@Test func instrumentsAreMadeOncePerLabelSet() {
-    let made = Counted()
-    let cache = InstrumentCache<String, Int> { _ in made.next() }
-    #expect(cache["a"] == 1)
-    #expect(cache["b"] == 2)
-    #expect(cache["a"] == 1)
-    #expect(made.next() == 3)
-}
-
-private final class Counted: Sendable {
-    private let count = Mutex(0)
-    func next() -> Int { count.withLock { $0 += 1; return $0 } }
 }

@@ -211,7 +211,7 @@ func reloadTable(_ testCase: ReloadCase) throws {
     defer { try? store.close() }
     let live = LiveConfig(try directory.snapshot())
     let log = CapturedLog()
-    let reloader = ConfigReloader(live: live, store: store, logger: log.logger(), environment: [:])
+    let reloader = ConfigReloader(live: live, store: store, logger: log.logger(), environment: [:], pool: .singleton)
 
     await reloader.reload(reason: "file changed", onlyIfChanged: true)
     #expect(log.all.isEmpty, "nothing changed, nothing done")

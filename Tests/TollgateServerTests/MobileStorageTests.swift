@@ -48,7 +48,7 @@ struct MobileFixture {
         _ = try await store.ensureBuckets(["magazine"])
         var state = TollgateState(snapshot, clock: clock)
         state.store = store
-        state.changes = ChangeFeed(directory: directory + "/shared", store: store, logger: Logger(label: "test"))
+        state.changes = ChangeFeed(directory: directory + "/shared", store: store, logger: Logger(label: "test"), pool: .singleton)
         self.state = state
     }
 
@@ -320,7 +320,7 @@ private let root = "/mobile/platform/storage/collections"
     let store = MemoryObjectStore()
     _ = try await store.ensureBuckets(["magazine"])
     let collection = MobileCollection(name: "notes", kind: .shared, bucket: "magazine")
-    let before = ChangeFeed(directory: directory, store: store, logger: Logger(label: "test"))
+    let before = ChangeFeed(directory: directory, store: store, logger: Logger(label: "test"), pool: .singleton)
     let start = try await before.cursor(collection)
     // Two writers begin; one's object is written, then both die before publishing.
     _ = try await before.begin(collection, [("written", nil)], op: .put, by: "ben")
@@ -328,7 +328,7 @@ private let root = "/mobile/platform/storage/collections"
     try await put(store, "magazine", "notes/written", Array("x".utf8))
     try await Task.sleep(for: .milliseconds(20))
     // The process restarts: the same documents, a feed of its own.
-    let after = ChangeFeed(directory: directory, store: store, logger: Logger(label: "test"))
+    let after = ChangeFeed(directory: directory, store: store, logger: Logger(label: "test"), pool: .singleton)
     guard case .changes(let entries, let cursor, false) = try await after.changes(collection, after: start, limit: 100, visible: { _ in true }) else {
         Issue.record("the start cursor survives a restart")
         return

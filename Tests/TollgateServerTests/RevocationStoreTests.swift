@@ -26,12 +26,12 @@ private func claims(subject: String?, iat: Date = t0, role: String = "default") 
 @Test func revokeWritesA0600FileThatAnotherStoreReadsAndTheServerReloads() throws {
     let directory = try scratch()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let server = try RevocationStore(dataDirectory: directory)
+    let server = try RevocationStore(dataDirectory: directory, pool: .singleton)
     #expect(server.list.isEmpty)
     #expect(try server.reloadIfChanged() == false, "no file, no change")
 
     // The CLI is another process with its own store on the same directory.
-    let cli = try RevocationStore(dataDirectory: directory)
+    let cli = try RevocationStore(dataDirectory: directory, pool: .singleton)
     let entry = try cli.revoke(.subject, "alice", now: t0)
     #expect(entry == Revocation(kind: .subject, value: "alice", revokedAt: 1_795_000_000))
     let attributes = try FileManager.default.attributesOfItem(atPath: directory + "/revocations.json")
@@ -46,28 +46,28 @@ private func claims(subject: String?, iat: Date = t0, role: String = "default") 
 
     // A revocation through the server's store keeps the CLI's entry (each writer re-reads the file).
     try server.revoke(.role, "readwrite", now: t0)
-    #expect(try RevocationStore(dataDirectory: directory).list.entries.map(\.value) == ["alice", "readwrite"])
+    #expect(try RevocationStore(dataDirectory: directory, pool: .singleton).list.entries.map(\.value) == ["alice", "readwrite"])
 
     // A restart reads the file.
-    let restarted = try RevocationStore(dataDirectory: directory)
+    let restarted = try RevocationStore(dataDirectory: directory, pool: .singleton)
     #expect(restarted.match(claims(subject: "alice"))?.kind == .subject)
 }
 
 @Test func aBrokenFileKeepsTheRevocationsInForceAndStopsAStart() throws {
     let directory = try scratch()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let store = try RevocationStore(dataDirectory: directory)
+    let store = try RevocationStore(dataDirectory: directory, pool: .singleton)
     try store.revoke(.subject, "alice", now: t0)
     try "{not json".write(toFile: directory + "/revocations.json", atomically: true, encoding: .utf8)
     #expect(throws: RevocationStoreError.self) { try store.reloadIfChanged() }
     #expect(store.match(claims(subject: "alice")) != nil, "the last good list stays")
-    #expect(throws: RevocationStoreError.self) { try RevocationStore(dataDirectory: directory) }
+    #expect(throws: RevocationStoreError.self) { try RevocationStore(dataDirectory: directory, pool: .singleton) }
 }
 
 @Test func writingPrunesEntriesWhoseTokensHaveAllExpired() throws {
     let directory = try scratch()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let store = try RevocationStore(dataDirectory: directory, maxTokenLifetime: 900)
+    let store = try RevocationStore(dataDirectory: directory, maxTokenLifetime: 900, pool: .singleton)
     try store.revoke(.subject, "old", now: t0)
     try store.revoke(.subject, "new", now: t0.addingTimeInterval(900 + 60))
     #expect(store.list.entries.map(\.value) == ["new"])
@@ -78,7 +78,7 @@ private func claims(subject: String?, iat: Date = t0, role: String = "default") 
 @Test func theRootKeyAndEmptyValuesCannotBeRevoked() throws {
     let directory = try scratch()
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let store = try RevocationStore(dataDirectory: directory)
+    let store = try RevocationStore(dataDirectory: directory, pool: .singleton)
     #expect(throws: RevocationStoreError.self) { try store.revoke(.accessKeyId, "TGABCDEF", now: t0) }
     #expect(throws: RevocationStoreError.self) { try store.revoke(.subject, "", now: t0) }
     #expect(!FileManager.default.fileExists(atPath: directory + "/revocations.json"))
@@ -88,7 +88,7 @@ private func claims(subject: String?, iat: Date = t0, role: String = "default") 
     let fixture = try Fixture()
     defer { fixture.remove() }
     var state = fixture.state
-    state.revocations = try RevocationStore(dataDirectory: fixture.directory + "/data")
+    state.revocations = try RevocationStore(dataDirectory: fixture.directory + "/data", pool: .singleton)
     let log = CapturedLog()
     let app = Application(router: buildTokenRouter(state: state), logger: log.logger())
     try await app.test(.router) { client in

@@ -40,7 +40,7 @@ import Testing
     func dataWritesRunOnTheStoresBoundedPool(threads: Int) async throws {
         let box = try Sandbox()
         let probe = Probe()
-        let store = try LocalObjectStore(configuration: .init(directory: box.data, ioThreads: threads, writeFault: { probe.enter() }))
+        let store = try LocalObjectStore(configuration: .init(directory: box.data, io: .own(threads: threads), writeFault: { probe.enter() }))
         try await store.createBucket("blocking")
         try await withThrowingTaskGroup(of: Void.self) { group in
             for n in 0..<6 {

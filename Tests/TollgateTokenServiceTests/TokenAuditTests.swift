@@ -20,7 +20,7 @@ struct TokenAuditTests {
     @Test func recordsAreWrittenAsJSONLinesWithMode0600AndReadBack() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let log = TokenAuditLog(dataDirectory: dir, logger: Logger(label: "test"))
+        let log = TokenAuditLog(dataDirectory: dir, logger: Logger(label: "test"), pool: .singleton)
         log.record(Self.entry(1))
         log.record(Self.entry(2, subject: nil, role: "readwrite"))
         log.flush()
@@ -40,7 +40,7 @@ struct TokenAuditTests {
     @Test func aTornLastLineIsSkipped() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let log = TokenAuditLog(dataDirectory: dir, logger: Logger(label: "test"))
+        let log = TokenAuditLog(dataDirectory: dir, logger: Logger(label: "test"), pool: .singleton)
         log.record(Self.entry(1))
         log.flush()
         let handle = try #require(FileHandle(forWritingAtPath: log.path))
@@ -57,7 +57,7 @@ struct TokenAuditTests {
     @Test func theServiceGathersLinesIntoFewWrites() async throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let log = TokenAuditLog(dataDirectory: dir, logger: Logger(label: "test"))
+        let log = TokenAuditLog(dataDirectory: dir, logger: Logger(label: "test"), pool: .singleton)
         let service = Task { try await log.run() }
         defer { service.cancel() }
         let count = 50
@@ -80,7 +80,7 @@ struct TokenAuditTests {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // One record is about 200 bytes: every flush after the first starts a new file.
-        let log = TokenAuditLog(dataDirectory: dir, maxBytes: 100, logger: Logger(label: "test"))
+        let log = TokenAuditLog(dataDirectory: dir, maxBytes: 100, logger: Logger(label: "test"), pool: .singleton)
         for n in 1...5 {
             log.record(Self.entry(n))
             log.flush()

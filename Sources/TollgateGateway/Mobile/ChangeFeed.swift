@@ -41,7 +41,7 @@ public final class ChangeFeed: Sendable {
     }
 
     /// The feed of the local store: documents in `directory` (the data directory's `shared/`).
-    public convenience init(directory: String, store: any ObjectStore, logger: Logger, pool: NIOThreadPool = .singleton) {
+    public convenience init(directory: String, store: any ObjectStore, logger: Logger, pool: NIOThreadPool) {
         self.init(documents: FileDocuments(directory: directory, pool: pool), store: store, shared: false, logger: logger)
     }
 
