@@ -563,9 +563,13 @@ public final class LocalObjectStore: ObjectStore {
             let served = try range?.resolve(size: info.size) ?? 0..<info.size
             if !object.extents.isEmpty {
                 // Leased, then checked: a commit that replaced the row before the lease may be
-                // deleting its files; one after the check sees the lease (`FileLeases`).
+                // deleting its files; one after the check sees the lease (`FileLeases`). The
+                // check is the cache's when no write to the key ended since the row was read
+                // (the common case: no second read of the index), else the index's.
                 let lease = leases.lease(object.fileIDs)
-                guard try await index.currentObject(bucket: bucket, key: key)?.fileIDs == object.fileIDs else { continue }
+                if !objectCache.unwritten(bucket: bucket, key: key, since: generation) {
+                    guard try await index.currentObject(bucket: bucket, key: key)?.fileIDs == object.fileIDs else { continue }
+                }
                 return ObjectRead(info: info, range: served, isPartial: range != nil,
                                   body: try extentsBody(object.extents, range: served, lease: lease))
             }

@@ -1,6 +1,7 @@
 import TollgateStore
 import Foundation
 import GRDB
+import Synchronization
 
 /// An object's committed row: what clients see (`info`) and the file or files holding its bytes.
 struct StoredObject: Sendable, Equatable {
@@ -58,6 +59,8 @@ final class MetadataIndex: Sendable {
     let commits: GroupCommit
     private let cache: ObjectInfoCache
     private let storageState: StorageFullState
+    /// Single-statement reads made so far (`lookup`; tests count what an operation reads).
+    let lookups = Atomic<Int>(0)
 
     init(path: String, cache: ObjectInfoCache, storageState: StorageFullState) throws {
         pool = try DatabasePool(path: path)
@@ -110,6 +113,7 @@ final class MetadataIndex: Sendable {
     /// (a single statement runs against one snapshot anyway); the transaction doubled the cost
     /// of a HEAD.
     func lookup<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        lookups.add(1, ordering: .relaxed)
         do { return try await pool.unsafeRead(value) } catch let error as DatabaseError { throw Self.failure(error) }
     }
 

@@ -124,6 +124,13 @@ final class ObjectInfoCache: Sendable {
         return found
     }
 
+    /// Whether no write to bucket/key ended since `generation` (as far as the cache remembers:
+    /// false when it cannot tell). Invalidation comes before the replaced files are deleted, so
+    /// a file leased before this answers true is deleted, if at all, after the lease ends.
+    func unwritten(bucket: String, key: String, since generation: UInt64) -> Bool {
+        state.withLock { !$0.written(since: generation, bucket: bucket, key: key) }
+    }
+
     /// Lookups that found their row, and lookups that did not, since the store opened.
     var statistics: (hits: Int, misses: Int) { (hits.load(ordering: .relaxed), misses.load(ordering: .relaxed)) }
 

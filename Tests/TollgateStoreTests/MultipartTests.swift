@@ -355,4 +355,32 @@ import TollgateCrypto
         for _ in 0..<500 where !box.objectFiles.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
         #expect(box.objectFiles.isEmpty && store.leases.leased == 0)
     }
+
+    /// A GET of an object made of parts reads the index once when its row is not cached, and
+    /// not at all when it is: the check that its files are still the row's is the cache's
+    /// while no write to the key ended since the row was read. After a write, the new row.
+    @Test func aMultipartGETReadsTheIndexOnlyForARowNotCached() async throws {
+        let box = try Sandbox()
+        let store = try box.open(minimumPartSize: 3)
+        try await store.createBucket("mpu")
+        let upload = try await store.createMultipartUpload(bucket: "mpu", key: "k", metadata: ObjectMetadata())
+        var parts: [CompletedPart] = []
+        for (index, content) in ["first part", "second"].enumerated() {
+            let info = try await store.uploadPart(bucket: "mpu", key: "k", uploadID: upload.uploadID, partNumber: index + 1, body: Chunks(content))
+            parts.append(CompletedPart(partNumber: index + 1, etag: info.etag))
+        }
+        _ = try await store.completeMultipartUpload(bucket: "mpu", key: "k", uploadID: upload.uploadID, parts: parts)
+        /// The content, and the index reads its GET made.
+        func read() async throws -> (content: String, lookups: Int) {
+            let before = store.index.lookups.load(ordering: .relaxed)
+            let content = try await store.content("mpu", "k")
+            return (content, store.index.lookups.load(ordering: .relaxed) - before)
+        }
+        #expect(try await read() == ("first partsecond", 1), "the row")
+        #expect(try await read() == ("first partsecond", 0), "cached, and no write since")
+        try await store.put("mpu", "other", "x")
+        #expect(try await read() == ("first partsecond", 0), "a write to another key")
+        try await store.put("mpu", "k", "replaced")
+        #expect(try await store.content("mpu", "k") == "replaced")
+    }
 }
