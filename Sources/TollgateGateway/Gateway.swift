@@ -564,14 +564,26 @@ package struct Gateway: HTTPResponder, Sendable {
         s3: nil
     )
 
-    /// Session policies compiled once per text: a user's token carries the same one on every request.
-    static let sessionPolicies = BoundedCache<String, Policy>(capacity: 1024)
+    /// Session policies compiled once per text, kept under the text's SHA-256 (32 bytes, however
+    /// long the text): a user's token carries the same one on every request.
+    static let sessionPolicies = BoundedCache<SessionPolicyKey, Policy>(capacity: 1024)
+
+    /// A session policy's SHA-256, as the cache's key.
+    struct SessionPolicyKey: Hashable, Sendable {
+        let words: [UInt64]
+
+        init(_ text: String) throws(CryptoError) {
+            words = try Crypto.sha256(text.utf8).withUnsafeBytes { digest in
+                (0..<4).map { digest.loadUnaligned(fromByteOffset: $0 * 8, as: UInt64.self) }
+            }
+        }
+    }
 
     static func effectivePolicy(_ claims: TokenClaims, policies: [String: Policy]) throws(GatewayError) -> EffectivePolicy {
         guard let role = policies[claims.role] else { throw .accessDenied("The token's role has no policy.") }
         guard let sessionText = claims.sessionPolicy else { return EffectivePolicy(role: role) }
         do {
-            let session = try sessionPolicies.value(for: sessionText) {
+            let session = try sessionPolicies.value(for: try SessionPolicyKey(sessionText)) {
                 try Policy.load(text: sessionText, file: "session policy", variables: [:])
             }
             return EffectivePolicy(role: role, session: session)

@@ -1160,9 +1160,9 @@ func sessionPoliciesAreCompiledOnce() throws {
     let session = #"{"Version":"1","Statement":[{"Effect":"Allow","Action":["s3:GetObject"],"Resource":["arn:aws:s3:::"# + marker + #"/*"]}]}"#
     let claims = TokenClaims(keyId: "k", accessKeyId: "STS.A", issuedAt: 0, expiresAt: .max, subject: "u", role: "r",
                              sessionName: "s", sessionPolicy: session)
-    #expect(Gateway.sessionPolicies.value(for: session) == nil)
+    #expect(Gateway.sessionPolicies.value(for: try Gateway.SessionPolicyKey(session)) == nil)
     let first = try Gateway.effectivePolicy(claims, policies: ["r": role])
-    #expect(Gateway.sessionPolicies.value(for: session) != nil, "compiled and kept")
+    #expect(Gateway.sessionPolicies.value(for: try Gateway.SessionPolicyKey(session)) != nil, "compiled and kept, under its digest")
     let second = try Gateway.effectivePolicy(claims, policies: ["r": role])
     #expect(first.session?.statementReferences.count == 1 && second.session?.statementReferences.count == 1)
     var invalid = claims
@@ -1170,5 +1170,5 @@ func sessionPoliciesAreCompiledOnce() throws {
     for _ in 0..<2 {
         #expect(throws: GatewayError.self) { try Gateway.effectivePolicy(invalid, policies: ["r": role]) }
     }
-    #expect(Gateway.sessionPolicies.value(for: "{not json") == nil, "a failure is not cached")
+    #expect(Gateway.sessionPolicies.value(for: try Gateway.SessionPolicyKey("{not json")) == nil, "a failure is not cached")
 }
