@@ -173,47 +173,49 @@ final class ResponsePipe: HTTPClientResponseDelegate, Sendable {
     /// The next part, as the connection read it. (Parts are not merged: copying them into larger
     /// buffers cost more, in fresh pages to fault in, than the writes it saved.)
     func next() async throws -> ByteBuffer? {
-        enum Taken { case bytes(ByteBuffer, resume: EventLoopPromise<Void>?), end, failed(any Error), wait }
-        let taken: Taken = state.withLock { state in
-            guard let first = state.parts.popFirst() else {
-                if let failure = state.failure { return .failed(failure) }
-                return state.finished ? .end : .wait
+        if let taken = state.withLock({ Self.take(&$0) }) { return try taken.get() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                // What arrived between the two looks, else the connection hands the consumer the next.
+                let taken = state.withLock { state in
+                    let taken = Self.take(&state)
+                    if taken == nil { state.consumer = continuation }
+                    return taken
+                }
+                if let taken { continuation.resume(with: Result { try taken.get() }) }
             }
-            state.buffered -= first.readableBytes
-            var resume: EventLoopPromise<Void>?
-            if state.buffered < Self.readAhead / 2 {
-                resume = state.paused
-                state.paused = nil
-            }
-            return .bytes(first, resume: resume)
+        } onCancel: {
+            abandon()
         }
-        switch taken {
-        case .bytes(let bytes, let resume):
+    }
+
+    /// What the consumer takes next from `state`: a part, the end or the failure; nil when it
+    /// must wait. Taking a part may let the paused connection read again.
+    private static func take(_ state: inout State) -> Taken? {
+        if let part = state.parts.popFirst() {
+            state.buffered -= part.readableBytes
+            guard state.buffered < readAhead / 2, let paused = state.paused else { return Taken(.success(part)) }
+            state.paused = nil
+            return Taken(.success(part), resume: paused)
+        }
+        if let failure = state.failure { return Taken(.failure(failure)) }
+        return state.finished ? Taken(.success(nil)) : nil
+    }
+
+    /// A part (nil: the end) or the failure, and the connection to resume once it is taken.
+    private struct Taken {
+        let result: Result<ByteBuffer?, any Error>
+        var resume: EventLoopPromise<Void>?
+
+        init(_ result: Result<ByteBuffer?, any Error>, resume: EventLoopPromise<Void>? = nil) {
+            self.result = result
+            self.resume = resume
+        }
+
+        /// Resumes the connection (outside the lock), then hands over the result.
+        func get() throws -> ByteBuffer? {
             resume?.succeed()
-            return bytes
-        case .end:
-            return nil
-        case .failed(let error):
-            throw error
-        case .wait:
-            return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                let now: Result<ByteBuffer?, any Error>? = state.withLock { state in
-                    // What arrived between the two looks.
-                    if let part = state.parts.popFirst() {
-                        state.buffered -= part.readableBytes
-                        return .success(part)
-                    }
-                    if let failure = state.failure { return .failure(failure) }
-                    if state.finished { return .success(nil) }
-                    state.consumer = continuation
-                    return nil
-                }
-                if let now { continuation.resume(with: now) }
-                }
-            } onCancel: {
-                abandon()
-            }
+            return try result.get()
         }
     }
 
