@@ -7,21 +7,32 @@ import Synchronization
 /// churn of cold keys, where the caches it replaced emptied themselves whole when full.
 ///
 /// Memoisation only: every user computes the same value without the cache.
+///
+/// Inlinable, so that each module that uses one gets a copy specialised to its key and value
+/// types instead of generic code that looks up type metadata on every call.
 public final class BoundedCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-    private struct Slot {
-        let key: Key
-        var value: Value
-        var used: Bool
+    @usableFromInline struct Slot: Sendable {
+        @usableFromInline let key: Key
+        @usableFromInline var value: Value
+        @usableFromInline var used: Bool
+
+        @usableFromInline init(key: Key, value: Value, used: Bool) {
+            self.key = key
+            self.value = value
+            self.used = used
+        }
     }
 
-    private struct State {
-        var slots: [Slot] = []
-        var index: [Key: Int] = [:]
-        var hand = 0
+    @usableFromInline struct State: Sendable {
+        @usableFromInline var slots: [Slot] = []
+        @usableFromInline var index: [Key: Int] = [:]
+        @usableFromInline var hand = 0
+
+        @usableFromInline init() {}
     }
 
     public let capacity: Int
-    private let state = Mutex(State())
+    @usableFromInline let state = Mutex(State())
 
     public init(capacity: Int) {
         precondition(capacity > 0, "a cache holds at least one entry")
@@ -29,7 +40,7 @@ public final class BoundedCache<Key: Hashable & Sendable, Value: Sendable>: Send
     }
 
     /// The value cached for `key`, marked as used.
-    public func value(for key: Key) -> Value? {
+    @inlinable public func value(for key: Key) -> Value? {
         state.withLock { state in
             guard let slot = state.index[key] else { return nil }
             state.slots[slot].used = true
@@ -38,7 +49,7 @@ public final class BoundedCache<Key: Hashable & Sendable, Value: Sendable>: Send
     }
 
     /// Caches `value` for `key`, in place of another entry when the cache is full.
-    public func insert(_ value: Value, for key: Key) {
+    @inlinable public func insert(_ value: Value, for key: Key) {
         state.withLock { state in
             if let slot = state.index[key] {
                 state.slots[slot].value = value
@@ -64,7 +75,7 @@ public final class BoundedCache<Key: Hashable & Sendable, Value: Sendable>: Send
 
     /// The cached value for `key`, or `make`'s, cached (`make` runs outside the lock: two callers
     /// may both make it, and the second's is kept).
-    public func value<Failure: Error>(for key: Key, orMake make: () throws(Failure) -> Value) throws(Failure) -> Value {
+    @inlinable public func value<Failure: Error>(for key: Key, orMake make: () throws(Failure) -> Value) throws(Failure) -> Value {
         if let value = value(for: key) { return value }
         let value = try make()
         insert(value, for: key)
