@@ -568,14 +568,21 @@ package struct Gateway: HTTPResponder, Sendable {
     /// long the text): a user's token carries the same one on every request.
     static let sessionPolicies = BoundedCache<SessionPolicyKey, Policy>(capacity: 1024)
 
-    /// A session policy's SHA-256, as the cache's key.
+    /// A session policy's SHA-256, as the cache's key: hashed from the text's bytes in place,
+    /// into a value without an allocation (this runs for every request whose token has one).
     struct SessionPolicyKey: Hashable, Sendable {
-        let words: [UInt64]
+        let digest: SIMD4<UInt64>
 
         init(_ text: String) throws(CryptoError) {
-            words = try Crypto.sha256(text.utf8).withUnsafeBytes { digest in
-                (0..<4).map { digest.loadUnaligned(fromByteOffset: $0 * 8, as: UInt64.self) }
+            var text = text
+            var digest = SIMD4<UInt64>()
+            let hashed = text.withUTF8 { utf8 in
+                withUnsafeMutableBytes(of: &digest) { output in
+                    Result { () throws(CryptoError) in try Crypto.digest(.sha256, UnsafeRawBufferPointer(utf8), into: output) }
+                }
             }
+            _ = try hashed.get()
+            self.digest = digest
         }
     }
 

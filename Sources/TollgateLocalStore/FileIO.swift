@@ -238,16 +238,17 @@ final class BlockingIO: Sendable {
     /// The pool is this store's own, shut down with it (not one it was given).
     private let ownsPool: Bool
 
-    init(threads: Int) {
-        pool = NIOThreadPool(numberOfThreads: Swift.max(1, threads))
-        pool.start()
-        ownsPool = true
-    }
-
-    /// Runs on `pool`, which its owner starts and shuts down.
-    init(pool: NIOThreadPool) {
-        self.pool = pool
-        ownsPool = false
+    /// A pool of its own (started here, shut down with this), or the caller's.
+    init(_ io: LocalObjectStore.IOPool) {
+        switch io {
+        case .own(let threads):
+            pool = NIOThreadPool(numberOfThreads: Swift.max(1, threads))
+            pool.start()
+            ownsPool = true
+        case .shared(let given):
+            pool = given
+            ownsPool = false
+        }
     }
 
     deinit {

@@ -142,10 +142,7 @@ public final class LocalObjectStore: ObjectStore {
         objectCache = ObjectInfoCache(capacity: configuration.cachedObjects, fileCapacity: Self.keptFiles())
         storageState = StorageFullState(changed: configuration.storageFullChanged)
         uploadLimit = Atomic(configuration.maxUploadsPerBucket)
-        io = switch configuration.io {
-        case .own(let threads): BlockingIO(threads: threads)
-        case .shared(let pool): BlockingIO(pool: pool)
-        }
+        io = BlockingIO(configuration.io)
         let root = URL(fileURLWithPath: configuration.directory).standardizedFileURL.path
         layout = StorageLayout(root: root)
         directories = ObjectDirectories(layout: layout)

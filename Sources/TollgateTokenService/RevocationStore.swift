@@ -40,28 +40,38 @@ public final class RevocationStore: Sendable {
     /// The longest a token lives; an entry is dropped that long after its revocation.
     public let maxTokenLifetime: Int64
     private let state: Mutex<(list: RevocationList, stamp: FileStamp?)>
-    /// The backend's document, when the list is shared, and the version of it in force.
-    private let shared: (any SharedDocuments)?
+    /// Where the list lives.
+    private enum Backing {
+        /// A file in the data directory, read and written on this pool (it blocks).
+        case file(pool: NIOThreadPool)
+        /// The backend's document, read and written asynchronously.
+        case shared(any SharedDocuments)
+    }
+
+    private let backing: Backing
+    /// The version of the backend's document in force, when the list is shared.
     private let version = Mutex<String?>(nil)
-    /// Where the file is read and written (it blocks): the server's one blocking pool. None
-    /// when the list is shared: the backend's document is read and written asynchronously.
-    private let pool: NIOThreadPool?
 
     /// The list shared by every instance through the storage backend, empty until `refresh`.
     public init(shared documents: any SharedDocuments, maxTokenLifetime: Int = TollgateConfig.maximumTokenLifetime) {
-        pool = nil
+        backing = .shared(documents)
         path = "storage backend: " + Self.fileName
         self.maxTokenLifetime = Int64(maxTokenLifetime)
         state = Mutex((RevocationList(), nil))
-        shared = documents
     }
 
     /// Whether the list is the storage backend's, shared by every instance.
-    public var isShared: Bool { shared != nil }
+    public var isShared: Bool {
+        if case .shared = backing { true } else { false }
+    }
 
     /// Records a revocation at `now`: in the file (`revokeOffloaded`), or in the backend's document.
     public func record(_ kind: RevocationKind, _ value: String, now: Date) async throws(RevocationStoreError) -> Revocation {
-        guard let shared else { return try await revokeOffloaded(kind, value, now: now) }
+        let shared: any SharedDocuments
+        switch backing {
+        case .file(let pool): return try await revokeOffloaded(kind, value, now: now, pool: pool)
+        case .shared(let documents): shared = documents
+        }
         do { try Revocation.validate(kind: kind, value: value) } catch {
             throw RevocationStoreError(path: path, message: "\(error)")
         }
@@ -97,7 +107,7 @@ public final class RevocationStore: Sendable {
     /// rewritten). Returns true when the list changed; on an error the list in force stays.
     @discardableResult
     public func refresh() async throws(RevocationStoreError) -> Bool {
-        guard let shared else { return try reloadIfChanged() }
+        guard case .shared(let shared) = backing else { return try reloadIfChanged() }
         let read: SharedDocumentRead
         do { read = try await shared.read(Self.fileName, ifChangedFrom: version.withLock { $0 }) } catch {
             throw RevocationStoreError(path: path, message: "\(error)")
@@ -134,13 +144,12 @@ public final class RevocationStore: Sendable {
     /// every revocation.
     public init(dataDirectory: String, maxTokenLifetime: Int = TollgateConfig.maximumTokenLifetime,
                 pool: NIOThreadPool) throws(RevocationStoreError) {
-        self.pool = pool
+        backing = .file(pool: pool)
         path = (dataDirectory as NSString).appendingPathComponent(Self.fileName)
         self.maxTokenLifetime = Int64(maxTokenLifetime)
         let stamp = Self.stamp(path)
         let list = try Self.read(path)
         state = Mutex((list, stamp))
-        shared = nil
     }
 
     /// The list in force.
@@ -185,11 +194,12 @@ public final class RevocationStore: Sendable {
     /// `revoke` on the blocking pool the store was given, so the file I/O holds neither an event
     /// loop nor the cooperative pool. Should the pool refuse the job (it is shutting down), it
     /// runs here.
-    private func revokeOffloaded(_ kind: RevocationKind, _ value: String, now: Date) async throws(RevocationStoreError) -> Revocation {
+    private func revokeOffloaded(_ kind: RevocationKind, _ value: String, now: Date,
+                                 pool: NIOThreadPool) async throws(RevocationStoreError) -> Revocation {
         let attempt = { @Sendable () -> Result<Revocation, RevocationStoreError> in
             Result { () throws(RevocationStoreError) in try self.revoke(kind, value, now: now) }
         }
-        let result = if let pool { (try? await pool.runIfActive(attempt)) ?? attempt() } else { attempt() }
+        let result = (try? await pool.runIfActive(attempt)) ?? attempt()
         return try result.get()
     }
 
