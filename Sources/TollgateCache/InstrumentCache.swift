@@ -5,15 +5,15 @@ import Synchronization
 ///
 /// Inlinable, so that each module that uses one gets a copy specialised to its key and
 /// instrument types instead of generic code that looks up type metadata on every call.
-package final class InstrumentCache<Key: Hashable & Sendable, Instrument: Sendable>: Sendable {
+public final class InstrumentCache<Key: Hashable & Sendable, Instrument: Sendable>: Sendable {
     @usableFromInline let instruments = Mutex<[Key: Instrument]>([:])
     @usableFromInline let make: @Sendable (Key) -> Instrument
 
-    package init(_ make: @escaping @Sendable (Key) -> Instrument) {
+    public init(_ make: @escaping @Sendable (Key) -> Instrument) {
         self.make = make
     }
 
-    @inlinable package subscript(key: Key) -> Instrument {
+    @inlinable public subscript(key: Key) -> Instrument {
         instruments.withLock { table in
             if let instrument = table[key] { return instrument }
             let instrument = make(key)
