@@ -10,18 +10,26 @@
 # With --instructions, the server runs under callgrind instead and the script prints user-space
 # instructions per request for both routes: a figure that does not drift with the machine's load.
 #   bash bench/token.sh --instructions [--authenticated] [requests]
+# With --perf, perf samples the server (release build, wrk load, 2,000 samples a second) on
+# each route and the script prints server CPU per request, split by where it runs (our code,
+# the kernel, libc, libcrypto) and by the token path's own frames, inclusive: real CPU on this
+# machine, where --instructions counts what valgrind's CPU (no SHA extensions) executes.
+#   bash bench/token.sh --perf [--authenticated] [seconds]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=wrk
 AUTHENTICATED=false
 GOAL=0.9
 if [ "${1:-}" = "--instructions" ]; then MODE=instructions; shift; fi
+if [ "${1:-}" = "--perf" ]; then MODE=perf; shift; fi
 if [ "${1:-}" = "--authenticated" ]; then AUTHENTICATED=true; GOAL=0.75; shift; fi
 DURATION=${1:-4}
 CONNECTIONS=${2:-32}
 ROUNDS=${3:-7}
-TOOL=$([ "$MODE" = wrk ] && echo wrk || echo valgrind)
-command -v "$TOOL" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$TOOL" >/dev/null; }
+case "$MODE" in wrk) TOOLS="wrk" ;; instructions) TOOLS="valgrind" ;; perf) TOOLS="wrk linux-perf" ;; esac
+for tool in $TOOLS; do
+  command -v "${tool#linux-}" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$tool" >/dev/null; }
+done
 BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
 
 . bench/lib.sh
@@ -82,6 +90,62 @@ PY
 fi
 
 start_server "$BIN"
+
+if [ "$MODE" = perf ]; then
+  SECONDS_=${1:-6}
+  wrk -t2 -c"$CONNECTIONS" -d2s "${HEADER[@]}" "http://127.0.0.1:$PORT/" >/dev/null   # warm-up
+  for path in /healthz /; do
+    name=$([ "$path" = / ] && echo token || echo trivial)
+    perf record -F 2000 -g -p "$PID" -o "$WORK/$name.data" -- sleep "$SECONDS_" >/dev/null 2>&1 &
+    RECORDER=$!
+    wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_}s" "${HEADER[@]}" "http://127.0.0.1:$PORT$path" > "$WORK/$name.wrk"
+    wait "$RECORDER" || true
+    perf report -i "$WORK/$name.data" --children --sort dso,sym --stdio -g none 2>/dev/null > "$WORK/$name.report"
+    perf report -i "$WORK/$name.data" --no-children --sort dso --stdio -g none 2>/dev/null > "$WORK/$name.dso"
+  done
+  python3 - "$WORK" "$(basename "$BIN")" <<'PY'
+import re, sys
+work, binary = sys.argv[1], sys.argv[2]
+def requests(name):
+    return int(re.search(r"(\d+) requests in", open(f"{work}/{name}.wrk").read()).group(1))
+def cpu_ns(name):
+    # cpu-clock's event count is CPU time in nanoseconds.
+    return float(re.search(r"Event count \(approx\.\): (\d+)", open(f"{work}/{name}.report").read()).group(1))
+# (label, pattern of the symbol, how its frames add up): an async function runs as partial
+# functions, each a frame of its own (summed); a function and its thunks nest (the largest).
+frames = [
+    ("TokenController.issue (all the route does)", r"0B10ControllerC5issue_7context", sum),
+    ("  the `token issued` line, audit record, counter", r"ControllerC9logIssued", max),
+    ("    the log handler", r"LogOutputC7HandlerV3log5event", max),
+    ("    the audit record", r"AuditLogC6record", max),
+    ("  TokenService.issue (claims, two HMACs, key id)", r"0B7ServiceV5issue7subject", max),
+]
+per = {}
+for name in ("trivial", "token"):
+    n = requests(name)
+    us = cpu_ns(name) / 1000 / n
+    dso = {}
+    for line in open(f"{work}/{name}.dso"):
+        m = re.match(r"\s*([\d.]+)%\s+(\S+)", line)
+        if m: dso["tollgate" if m.group(2) == binary else m.group(2)] = float(m.group(1)) * us / 100
+    found = {label: [] for label, _, _ in frames}
+    for line in open(f"{work}/{name}.report"):
+        m = re.match(r"\s*([\d.]+)%\s+[\d.]+%\s+\S+\s+\[.\]\s+(\S+)", line)
+        if not m: continue
+        for label, pattern, _ in frames:
+            if re.search(pattern, m.group(2)): found[label].append(float(m.group(1)) * us / 100)
+    inclusive = {label: combine(found[label]) if found[label] else 0 for label, _, combine in frames}
+    per[name] = (n, us, dso, inclusive)
+print(f"{'server CPU per request, µs':<52} {'/healthz':>9} {'/':>9}")
+print(f"{'all of it':<52} {per['trivial'][1]:>9.1f} {per['token'][1]:>9.1f}")
+for part in ("tollgate", "[kernel.kallsyms]", "libc.so.6", "libcrypto.so.3"):
+    print(f"{'  in ' + part:<52} {per['trivial'][2].get(part, 0):>9.1f} {per['token'][2].get(part, 0):>9.1f}")
+for label, _, _ in frames:
+    print(f"{label:<52} {per['trivial'][3][label]:>9.1f} {per['token'][3][label]:>9.1f}")
+print(f"requests: {per['trivial'][0]} and {per['token'][0]}; CPU per request trivial/token: {per['trivial'][1] / per['token'][1]:.2f}")
+PY
+  exit 0
+fi
 
 run() { # path -> "rps p99ms"
   wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency "${HEADER[@]}" "http://127.0.0.1:$PORT$1" > "$WORK/wrk.txt"
