@@ -119,6 +119,7 @@ frames = [
     ("    the log handler", r"LogOutputC7HandlerV3log5event", max),
     ("    the audit record", r"AuditLogC6record", max),
     ("  TokenService.issue (claims, two HMACs, key id)", r"0B7ServiceV5issue7subject", max),
+    ("  the login token checked (--authenticated; cached)", r"0B8VerifierV6verify_3now", max),
 ]
 per = {}
 for name in ("trivial", "token"):
