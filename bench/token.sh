@@ -90,10 +90,10 @@ PY
 fi
 
 start_server "$BIN"
+wrk -t2 -c"$CONNECTIONS" -d2s "${HEADER[@]}" "http://127.0.0.1:$PORT/" >/dev/null   # warm-up
 
 if [ "$MODE" = perf ]; then
   SECONDS_=${1:-6}
-  wrk -t2 -c"$CONNECTIONS" -d2s "${HEADER[@]}" "http://127.0.0.1:$PORT/" >/dev/null   # warm-up
   for path in /healthz /; do
     name=$([ "$path" = / ] && echo token || echo trivial)
     perf record -F 2000 -g -p "$PID" -o "$WORK/$name.data" -- sleep "$SECONDS_" >/dev/null 2>&1 &
@@ -153,7 +153,6 @@ run() { # path -> "rps p99ms"
   grep -q "Non-2xx" "$WORK/wrk.txt" && { echo "non-2xx responses for $1" >&2; cat "$WORK/wrk.txt" >&2; exit 1; }
   echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt")"
 }
-wrk -t2 -c"$CONNECTIONS" -d2s "${HEADER[@]}" "http://127.0.0.1:$PORT/" >/dev/null   # warm-up
 # Shared 2-core machines drift; alternate short rounds of the two routes and compare each
 # token round with the trivial round next to it, then take the median of those ratios.
 : > "$WORK/rounds.txt"

@@ -67,11 +67,16 @@ public final class RevocationStore: Sendable {
 
     /// Records a revocation at `now`: in the file (`revokeOffloaded`), or in the backend's document.
     public func record(_ kind: RevocationKind, _ value: String, now: Date) async throws(RevocationStoreError) -> Revocation {
-        let shared: any SharedDocuments
         switch backing {
-        case .file(let pool): return try await revokeOffloaded(kind, value, now: now, pool: pool)
-        case .shared(let documents): shared = documents
+        case .file(let pool): try await revokeOffloaded(kind, value, now: now, pool: pool)
+        case .shared(let documents): try await recordShared(kind, value, now: now, in: documents)
         }
+    }
+
+    /// Adds the revocation to the backend's document, read and replaced only if no other
+    /// instance replaced it meanwhile (else read again, at most 20 times).
+    private func recordShared(_ kind: RevocationKind, _ value: String, now: Date,
+                              in shared: any SharedDocuments) async throws(RevocationStoreError) -> Revocation {
         do { try Revocation.validate(kind: kind, value: value) } catch {
             throw RevocationStoreError(path: path, message: "\(error)")
         }
