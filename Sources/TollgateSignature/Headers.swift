@@ -44,6 +44,24 @@ public struct SignatureHeaders: Sendable, Equatable, ExpressibleByDictionaryLite
 
     public func contains(_ name: String) -> Bool { self[name] != nil }
 
+    /// One canonical line per name in `names` (`name:value`, repeated values joined by `,`, each
+    /// written by `appendValue`, which trims it by its signature's rule), then an empty line: the
+    /// header block of an S3 or OSS V4 canonical request.
+    func appendCanonicalLines(_ names: [String], to out: inout [UInt8], appendValue: (String, inout [UInt8]) -> Void) {
+        for name in names {
+            out += name.utf8
+            out.append(UInt8(ascii: ":"))
+            var first = true
+            forEachValue(name) { value in
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                appendValue(value, &out)
+            }
+            out.append(UInt8(ascii: "\n"))
+        }
+        out.append(UInt8(ascii: "\n"))
+    }
+
     /// The distinct lowercased names present.
     public var names: Set<String> { Set(fields.map(\.name)) }
 

@@ -290,18 +290,8 @@ public enum OSSSignature {
         out.append(UInt8(ascii: "\n"))
         appendCanonicalQueryV4(query, excludingSignature: presigned, to: &out)
         out.append(UInt8(ascii: "\n"))
-        for name in signedHeaders {
-            out += name.utf8
-            out.append(UInt8(ascii: ":"))
-            var first = true
-            headers.forEachValue(name) { value in
-                if !first { out.append(UInt8(ascii: ",")) }
-                first = false
-                out += value.trimmingASCIIWhitespace().utf8
-            }
-            out.append(UInt8(ascii: "\n"))
-        }
-        out.append(UInt8(ascii: "\n"))
+        // OSS trims each value's ends only; S3 also collapses the whitespace inside.
+        headers.appendCanonicalLines(signedHeaders, to: &out) { value, out in out += value.trimmingASCIIWhitespace().utf8 }
         for (index, name) in additionalHeaders.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ";")) }
             out += name.utf8

@@ -501,18 +501,7 @@ public enum S3SigV4 {
         out.append(UInt8(ascii: "\n"))
         appendCanonicalQuery(query, excludingSignature: excludingSignature, to: &out)
         out.append(UInt8(ascii: "\n"))
-        for name in signedHeaders {
-            out += name.utf8
-            out.append(UInt8(ascii: ":"))
-            var first = true
-            headers.forEachValue(name) { value in
-                if !first { out.append(UInt8(ascii: ",")) }
-                first = false
-                appendTrimmedAll(value, to: &out)
-            }
-            out.append(UInt8(ascii: "\n"))
-        }
-        out.append(UInt8(ascii: "\n"))
+        headers.appendCanonicalLines(signedHeaders, to: &out, appendValue: appendTrimmedAll)
         for (index, name) in signedHeaders.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ";")) }
             out += name.utf8
