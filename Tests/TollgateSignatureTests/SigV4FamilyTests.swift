@@ -90,4 +90,30 @@ struct SigV4FamilyTests {
         }
         #expect(error?.code == "InvalidArgument")
     }
+
+    /// Both dialects write the same header block, each with its own trimming rule.
+    static let headerValues: [(sent: [String], s3: String, oss: String)] = [
+        (["plain"], "plain", "plain"),
+        (["  a  b\t "], "a b", "a  b"),
+        (["\ta\t\tb"], "a b", "a\t\tb"),
+        (["one ", " two"], "one,two", "one,two"),
+        (["", "x"], ",x", ",x"),
+    ]
+
+    @Test("canonical header lines: values joined by commas; S3 trims and collapses whitespace, OSS V4 trims the ends only",
+          arguments: headerValues.indices)
+    func canonicalHeaderValues(_ index: Int) {
+        let row = Self.headerValues[index]
+        var headers: SignatureHeaders = ["Host": "h"]
+        for value in row.sent { headers.add(name: "X-Oss-Meta-A", value: value) }
+        func line(_ canonical: String) -> String? {
+            canonical.split(separator: "\n", omittingEmptySubsequences: false).first { $0.hasPrefix("x-oss-meta-a:") }.map(String.init)
+        }
+        let s3 = S3SigV4.canonicalRequest(method: "GET", rawPath: "/", rawQuery: "", headers: headers,
+                                          signedHeaders: ["host", "x-oss-meta-a"], payloadHash: "UNSIGNED-PAYLOAD", presigned: false)
+        let oss = OSSSignature.canonicalRequestV4(method: "GET", bucket: "b", key: "k", rawQuery: "", headers: headers,
+                                                  additionalHeaders: [], presigned: false)
+        #expect(line(s3) == "x-oss-meta-a:" + row.s3)
+        #expect(line(oss) == "x-oss-meta-a:" + row.oss)
+    }
 }
