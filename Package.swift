@@ -252,7 +252,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TollgateStoreTests",
-            dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateS3Store", "TollgateStorage", "TollgateSignature"],
+            dependencies: ["TollgateStore", "TollgateLocalStore", "TollgateMemoryStore", "TollgateS3Store", "TollgateStorage", "TollgateSignature", "TollgateHTTP"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -90,11 +90,15 @@ final class ResponsePipe: HTTPClientResponseDelegate, Sendable {
     static func send(_ request: HTTPClient.Request, client: HTTPClient, deadline: NIODeadline,
                      logger: Logger) async throws -> (HTTPResponseHead, BackendBody) {
         let pipe = ResponsePipe()
-        // The connection's event loop is the caller's when the caller runs on one of the client's
-        // (the gateway's fast path): parts then reach the writer without changing threads.
+        // When the caller runs on one of the client's event loops (the gateway's fast path), the
+        // answer is delivered there, and an idle connection on that loop is taken first (a new one
+        // is opened there): parts then mostly reach the writer without changing threads. Only
+        // preferred, not required: AsyncHTTPClient closes a connection opened for a required
+        // loop as soon as no request waits for that loop, so every answer would cost a new
+        // connection to the backend.
         var preference = HTTPClient.EventLoopPreference.indifferent
         if let current = client.eventLoopGroup.makeIterator().first(where: { $0.inEventLoop }) {
-            preference = .delegateAndChannel(on: current)
+            preference = .delegate(on: current)
         }
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponseHead, any Error>) in
