@@ -305,9 +305,15 @@ public enum WireDate {
     /// `Jan`…`Dec`, any case, as 1…12.
     private static func month(_ name: Substring) -> Int? {
         guard name.utf8.count == 3 else { return nil }
-        let lower = String(decoding: name.utf8.map { $0 | 0x20 }, as: UTF8.self)
-        return months.firstIndex { $0.lowercased() == lower }.map { $0 + 1 }
+        return monthKeys.firstIndex(of: monthKey(name.utf8)).map { $0 + 1 }
     }
+
+    /// Three letters as one number, case folded: what `month` compares.
+    private static func monthKey(_ letters: some Sequence<UInt8>) -> UInt32 {
+        letters.reduce(0) { $0 << 8 | UInt32($1 | 0x20) }
+    }
+
+    private static let monthKeys = months.map { monthKey($0.utf8) }
 
     /// A decimal of `width` digits and nothing else.
     private static func number(_ text: Substring, _ width: ClosedRange<Int>) -> Int? {
