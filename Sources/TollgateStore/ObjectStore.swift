@@ -766,8 +766,7 @@ public enum ETag {
     public static func matches(_ header: String, _ etag: String) -> Bool {
         let target = normalize(etag)
         return header.split(separator: ",").contains { candidate in
-            let tag = trimmed(candidate.utf8)
-            return tag.elementsEqual("*".utf8) || normalize(String(Substring(tag))) == target
+            trimmed(candidate.utf8).elementsEqual("*".utf8) || normalize(String(candidate)) == target
         }
     }
 
