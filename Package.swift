@@ -144,7 +144,7 @@ let package = Package(
             name: "TollgateConfig",
             dependencies: [
                 "TollgateHTTP", "TollgateCORS", "TollgateCrypto", "TollgateIdentity", "TollgateMobile", "TollgatePolicy", "TollgateStorage",
-                "TollgateStore", "TollgateToken", "TollgateUpstream",
+                "TollgateS3Store", "TollgateStore", "TollgateToken", "TollgateUpstream",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: swiftSettings

@@ -1,10 +1,11 @@
 import Foundation
 import TollgateIdentity
+import TollgateS3Store
 import TollgateStorage
 
 /// config.json's `Storage` section (restart-only): `{"Backend": "local"}` (the default) or an
 /// S3-compatible cluster. The backend's keys come from files or environment variables named
-/// here, never from config.json itself, and never reach a log line (`S3Settings` describes
+/// here, never from config.json itself, and never reach a log line (`S3StoreConfiguration` describes
 /// itself without them).
 extension StorageSettings {
     static let keys = [
@@ -101,11 +102,12 @@ extension StorageSettings {
               prefix.utf8.count <= 40 else {
             throw ConfigError(file: file, "Storage.BucketPrefix must be up to 40 lowercase letters, digits, '-' and '.'")
         }
-        let settings = S3Settings(
+        let settings = S3StoreConfiguration(
             endpoint: endpoint, region: try string("Region") ?? "us-east-1", pathStyle: try bool("PathStyle", true),
             accessKeyID: try secret("AccessKeyID"), secretAccessKey: try secret("AccessKeySecret"), bucketPrefix: prefix,
             systemBucket: try string("SystemBucket"), caFile: caFile,
-            requestTimeoutSeconds: try number("RequestTimeoutSeconds", 30, 1...3600), connectTimeoutSeconds: try number("ConnectTimeoutSeconds", 5, 1...600),
+            requestTimeout: .seconds(try number("RequestTimeoutSeconds", 30, 1...3600)),
+            connectTimeout: .seconds(try number("ConnectTimeoutSeconds", 5, 1...600)),
             backendMinimumPartSize: Int64(try number("BackendMinimumPartSize", 5 * 1024 * 1024, 1...(5 * 1024 * 1024 * 1024))),
             appendableObjects: try bool("AppendableObjects", true), signsPayload: try bool("SignPayload", true)
         )

@@ -1,7 +1,7 @@
 import Foundation
 
 /// How `S3ObjectStore` reaches its backend and what it assumes of it.
-public struct S3StoreConfiguration: Sendable {
+public struct S3StoreConfiguration: Sendable, Equatable, CustomStringConvertible {
     /// `http://host:port` or `https://host[:port]`, without a path.
     public var endpoint: String
     public var region: String
@@ -75,5 +75,10 @@ public struct S3StoreConfiguration: Sendable {
         self.circuitOpenTime = circuitOpenTime
         self.connectionsPerHost = connectionsPerHost
         self.signsPayload = signsPayload
+    }
+
+    /// For logs: everything but the keys.
+    public var description: String {
+        "S3StoreConfiguration(endpoint: \(endpoint), region: \(region), pathStyle: \(pathStyle), bucketPrefix: \"\(bucketPrefix)\", systemBucket: \(systemBucket), keys: redacted)"
     }
 }

@@ -23,17 +23,20 @@ private func parse(_ storage: String, environment: [String: String] = [:], root:
     #expect(s3.backendMinimumPartSize == 5 * 1024 * 1024 && s3.appendableObjects && s3.signsPayload)
     // Never in its description (which logs may print).
     #expect(!"\(s3)".contains("backend-secret") && !"\(s3)".contains("AKID"))
+    #expect(!"\(config.storage)".contains("backend-secret") && !"\(config)".contains("backend-secret"))
+    #expect(s3.requestTimeout == .seconds(30) && s3.connectTimeout == .seconds(5))
 
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tollgate-storage-\(UUID().uuidString)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     try "AKFILE\n".write(toFile: directory + "/key", atomically: true, encoding: .utf8)
     try "secret-from-file\n".write(toFile: directory + "/secret", atomically: true, encoding: .utf8)
-    let fromFiles = try parse(#"{"Backend": "s3", "Endpoint": "https://s3.example.com", "AccessKeyIDFile": "key", "AccessKeySecretFile": "secret", "Region": "eu-1", "PathStyle": false, "TLS": {"CAFile": "ca.pem"}, "BackendMinimumPartSize": 102400, "AppendableObjects": false}"#,
+    let fromFiles = try parse(#"{"Backend": "s3", "Endpoint": "https://s3.example.com", "AccessKeyIDFile": "key", "AccessKeySecretFile": "secret", "Region": "eu-1", "PathStyle": false, "TLS": {"CAFile": "ca.pem"}, "BackendMinimumPartSize": 102400, "AppendableObjects": false, "RequestTimeoutSeconds": 90, "ConnectTimeoutSeconds": 2}"#,
                               path: directory + "/config.json")
     guard case .s3(let s3) = fromFiles.storage.backend else { Issue.record("not s3"); return }
     #expect(s3.accessKeyID == "AKFILE" && s3.secretAccessKey == "secret-from-file" && s3.region == "eu-1" && !s3.pathStyle)
     #expect(s3.caFile == directory + "/ca.pem" && s3.backendMinimumPartSize == 102400 && !s3.appendableObjects)
+    #expect(s3.requestTimeout == .seconds(90) && s3.connectTimeout == .seconds(2))
 }
 
 @Test("Storage mistakes are refused with the key that holds them", arguments: [
