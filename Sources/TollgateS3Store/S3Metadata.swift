@@ -101,58 +101,78 @@ enum S3Metadata {
         return true
     }
 
-    /// The metadata and reserved values of an answer's headers (HEAD, GET, an upload's sidecar).
-    static func read(_ headers: HTTPHeaders) -> (ObjectMetadata, Reserved) {
+    /// What the gateway reads from an answer's headers (HEAD, GET) in one pass over them: each name is
+    /// compared without case, and the first of repeated headers counts.
+    struct Wire {
         var metadata = ObjectMetadata()
         var reserved = Reserved()
-        var noType = false
-        var encoding: String?
-        var crc: UInt64?
-        for header in headers {
-            let name = header.name.lowercased()
-            guard name.hasPrefix(userPrefix) else { continue }
-            let short = String(name.dropFirst(userPrefix.count))
-            let value = header.value
-            guard short.hasPrefix(reservedPrefix) else {
-                metadata.userMetadata[short] = value
-                continue
+        var etag: String?
+        var lastModified: String?
+        var objectType: String?
+        var tagCount: String?
+
+        init(_ headers: HTTPHeaders) {
+            var noType = false
+            var encoding: String?
+            var nativeType: String?
+            var nativeEncoding: String?
+            var crc: UInt64?
+            for header in headers {
+                let name = header.name.lowercased()
+                let value = header.value
+                guard name.hasPrefix(userPrefix) else {
+                    switch name {
+                    case "content-type": nativeType = nativeType ?? value
+                    case "content-encoding": nativeEncoding = nativeEncoding ?? value
+                    case "content-disposition": metadata.contentDisposition = metadata.contentDisposition ?? value
+                    case "cache-control": metadata.cacheControl = metadata.cacheControl ?? value
+                    case "expires": metadata.expires = metadata.expires ?? value
+                    case "content-language": metadata.contentLanguage = metadata.contentLanguage ?? value
+                    case "etag": etag = etag ?? value
+                    case "last-modified": lastModified = lastModified ?? value
+                    case "x-rgw-object-type": objectType = objectType ?? value
+                    case "x-amz-tagging-count": tagCount = tagCount ?? value
+                    default: break
+                    }
+                    continue
+                }
+                let short = String(name.dropFirst(userPrefix.count))
+                guard short.hasPrefix(reservedPrefix) else {
+                    metadata.userMetadata[short] = value
+                    continue
+                }
+                switch short {
+                case noTypeName:
+                    noType = true
+                case encodingName:
+                    encoding = value
+                case userJSONName:
+                    if let bytes = Base64.decode(value), let map = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) {
+                        metadata.userMetadata.merge(map) { _, given in given }
+                    }
+                case checksumName:
+                    reserved.checksums.additional = parseChecksum(value)
+                case crc64Name:
+                    crc = UInt64(value)
+                case crc64LengthName:
+                    reserved.crc64Length = Int64(value)
+                case uploadChecksumName:
+                    let parts = value.split(separator: ":")
+                    if parts.count == 2, let algorithm = ChecksumAlgorithm(rawValue: String(parts[0])) {
+                        reserved.uploadChecksum = UploadChecksum(algorithm: algorithm, fullObject: parts[1] == "full")
+                    }
+                default:
+                    continue
+                }
             }
-            switch short {
-            case noTypeName:
-                noType = true
-            case encodingName:
-                encoding = value
-            case userJSONName:
-                if let bytes = Base64.decode(value), let map = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) {
-                    metadata.userMetadata.merge(map) { _, given in given }
-                }
-            case checksumName:
-                reserved.checksums.additional = parseChecksum(value)
-            case crc64Name:
-                crc = UInt64(value)
-            case crc64LengthName:
-                reserved.crc64Length = Int64(value)
-            case uploadChecksumName:
-                let parts = value.split(separator: ":")
-                if parts.count == 2, let algorithm = ChecksumAlgorithm(rawValue: String(parts[0])) {
-                    reserved.uploadChecksum = UploadChecksum(algorithm: algorithm, fullObject: parts[1] == "full")
-                }
-            default:
-                continue
+            reserved.checksums.crc64ecma = crc
+            if !noType { metadata.contentType = nativeType }
+            metadata.contentEncoding = encoding ?? nativeEncoding.flatMap { native in
+                // What an upload in signed chunks leaves behind is the transfer's, not the object's.
+                let rest = native.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0 != "aws-chunked" && !$0.isEmpty }
+                return rest.isEmpty ? nil : rest.joined(separator: ",")
             }
         }
-        reserved.checksums.crc64ecma = crc
-        if !noType { metadata.contentType = headers.first(name: "content-type") }
-        metadata.contentEncoding = encoding ?? headers.first(name: "content-encoding").flatMap { native in
-            // What an upload in signed chunks leaves behind is the transfer's, not the object's.
-            let rest = native.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0 != "aws-chunked" && !$0.isEmpty }
-            return rest.isEmpty ? nil : rest.joined(separator: ",")
-        }
-        metadata.contentDisposition = headers.first(name: "content-disposition")
-        metadata.cacheControl = headers.first(name: "cache-control")
-        metadata.expires = headers.first(name: "expires")
-        metadata.contentLanguage = headers.first(name: "content-language")
-        return (metadata, reserved)
     }
 
     static func parseChecksum(_ value: String) -> AdditionalChecksum? {
@@ -166,15 +186,15 @@ enum S3Metadata {
 
     /// The object an answer to HEAD or GET describes.
     static func info(bucket: String, key: String, headers: HTTPHeaders, size: Int64) -> ObjectInfo {
-        let (metadata, reserved) = read(headers)
-        var checksums = reserved.checksums
+        let wire = Wire(headers)
+        var checksums = wire.reserved.checksums
         // An appended object's CRC-64 is its own only when it covers all of it.
-        if let covered = reserved.crc64Length, covered != size { checksums.crc64ecma = nil }
-        let modified = headers.first(name: "last-modified").flatMap(WireDate.parseHTTPDate) ?? Date(timeIntervalSince1970: 0)
-        let appendable = headers.first(name: "x-rgw-object-type")?.lowercased() == "appendable"
-        let tagCount = headers.first(name: "x-amz-tagging-count").flatMap { Int($0) } ?? 0
-        return ObjectInfo(bucket: bucket, key: key, size: size, etag: quoted(headers.first(name: "etag") ?? ""), lastModified: modified,
-                          metadata: metadata, isAppendable: appendable, checksums: checksums, tagCount: tagCount)
+        if let covered = wire.reserved.crc64Length, covered != size { checksums.crc64ecma = nil }
+        let modified = wire.lastModified.flatMap(WireDate.parseHTTPDate) ?? Date(timeIntervalSince1970: 0)
+        let appendable = wire.objectType?.lowercased() == "appendable"
+        let tagCount = wire.tagCount.flatMap { Int($0) } ?? 0
+        return ObjectInfo(bucket: bucket, key: key, size: size, etag: quoted(wire.etag ?? ""), lastModified: modified,
+                          metadata: wire.metadata, isAppendable: appendable, checksums: checksums, tagCount: tagCount)
     }
 
     /// An ETag as the gateway sends it: in quotes.
