@@ -1,4 +1,3 @@
-import TollgateConfig
 import TollgateIdentity
 import TollgateMobile
 import TollgatePolicy
