@@ -14,6 +14,7 @@ bench_scratch() {
 }
 bench_cleanup() {
   if declare -F cleanup_more >/dev/null; then cleanup_more; fi
+  if [ -n "${JWKS_PID:-}" ]; then kill "$JWKS_PID" 2>/dev/null || true; fi
   stop_server
   [ "${KEEP_WORK:-0}" = 1 ] || { [ -n "${WORK:-}" ] && rm -rf "$WORK"; }
   return 0
@@ -65,4 +66,26 @@ start_server() {
 stop_server() {
   if [ -n "${PID:-}" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
   PID=""
+}
+
+# bench_jwks: an RS256 login provider for an authenticated bench. Starts bench/jwks_server.py on
+# a free port (JWKS_PID, stopped on exit), waits for the login token it writes to $WORK/token
+# (audience bench-app), and adds to $WORK/config.json an Authentication section that trusts it
+# with the default role.
+bench_jwks() {
+  python3 -c 'import jwt, cryptography' 2>/dev/null || python3 -m pip install -q pyjwt cryptography
+  local port
+  port=$(free_port)
+  python3 bench/jwks_server.py "$port" "$WORK/token" &
+  JWKS_PID=$!
+  for _ in $(seq 100); do [ -s "$WORK/token" ] && break; sleep 0.1; done
+  python3 - "$WORK/config.json" "$port" <<'PY'
+import json, sys
+path, port = sys.argv[1], sys.argv[2]
+config = json.load(open(path))
+config["Authentication"] = {"Providers": [{"Issuer": f"http://127.0.0.1:{port}", "JWKSURL": f"http://127.0.0.1:{port}/jwks.json",
+                                           "Audiences": ["bench-app"], "Algorithms": ["RS256"]}],
+                            "DefaultRole": "default"}
+json.dump(config, open(path, "w"))
+PY
 }

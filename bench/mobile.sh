@@ -22,22 +22,14 @@ THREADS=${THREADS:-8}
 . bench/lib.sh
 export LOG_LEVEL=${LOG_LEVEL:-warning}
 bench_scratch mobile
-JWKS_PID=""
-cleanup_more() { if [ -n "$JWKS_PID" ]; then kill "$JWKS_PID" 2>/dev/null || true; fi; }
 SECRET=bench-root-secret-0123456789abcdefghijklmn
 KEY_ID=TGBENCHROOT bench_config "$SECRET" bench \
   '"Buckets": ["bench"], "RateLimits": {"PerAddressPerMinute": 0, "PerSubjectPerMinute": 0}'
-JPORT=$(free_port)
-python3 bench/jwks_server.py "$JPORT" "$WORK/token" &
-JWKS_PID=$!
-for _ in $(seq 100); do [ -s "$WORK/token" ] && break; sleep 0.1; done
-python3 - "$WORK/config.json" "$JPORT" <<'PY'
+bench_jwks
+python3 - "$WORK/config.json" <<'PY'
 import json, sys
-path, port = sys.argv[1], sys.argv[2]
+path = sys.argv[1]
 config = json.load(open(path))
-config["Authentication"] = {"Providers": [{"Issuer": f"http://127.0.0.1:{port}", "JWKSURL": f"http://127.0.0.1:{port}/jwks.json",
-                                           "Audiences": ["bench-app"], "Algorithms": ["RS256"]}],
-                            "DefaultRole": "default"}
 config["Collections"] = {
     "listing": {"Type": "shared", "Bucket": "bench", "Prefix": "listing/", "ReadWrite": ["default"]},
     "feed": {"Type": "shared", "Bucket": "bench", "Prefix": "feed/", "ReadWrite": ["default"]},

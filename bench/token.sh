@@ -34,26 +34,11 @@ BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
 
 . bench/lib.sh
 bench_scratch token
-JWKS_PID=""
-cleanup_more() { if [ -n "$JWKS_PID" ]; then kill "$JWKS_PID" 2>/dev/null || true; fi; }
 bench_config bench-root-secret-0123456789abcdefghijklmn bench \
   '"RateLimits": {"PerAddressPerMinute": 600000000, "PerSubjectPerMinute": 600000000}'
 HEADER=()
 if [ "$AUTHENTICATED" = true ]; then
-  python3 -c 'import jwt, cryptography' 2>/dev/null || python3 -m pip install -q pyjwt cryptography
-  JPORT=$(free_port)
-  python3 bench/jwks_server.py "$JPORT" "$WORK/token" &
-  JWKS_PID=$!
-  for _ in $(seq 100); do [ -s "$WORK/token" ] && break; sleep 0.1; done
-  python3 - "$WORK/config.json" "$JPORT" <<'PY'
-import json, sys
-path, port = sys.argv[1], sys.argv[2]
-config = json.load(open(path))
-config["Authentication"] = {"Providers": [{"Issuer": f"http://127.0.0.1:{port}", "JWKSURL": f"http://127.0.0.1:{port}/jwks.json",
-                                           "Audiences": ["bench-app"], "Algorithms": ["RS256"]}],
-                            "DefaultRole": "default"}
-json.dump(config, open(path, "w"))
-PY
+  bench_jwks
   HEADER=(-H "Authorization: Bearer $(cat "$WORK/token")")
 fi
 if [ "$MODE" = instructions ]; then
