@@ -52,6 +52,9 @@ class AliyunSTSStandIn:
         self.nonces = set()
         self.throttled_sessions = set()
         self.lock = threading.Lock()
+        # Bumped by reset(): a request still being answered when a test ends (the slow mode
+        # sleeps past the client's timeout) records nothing in the next test's lists.
+        self.generation = 0
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -90,18 +93,24 @@ class AliyunSTSStandIn:
             self.refused.clear()
             self.minted.clear()
             self.throttled_sessions.clear()
+            self.generation += 1
         self.mode = "ok"
+
+    def record(self, generation: int, into: list, item):
+        with self.lock:
+            if generation == self.generation:
+                into.append(item)
 
     # What Alibaba's service checks, with Alibaba's signer.
     def answer(self, handler, method, path, body):
+        generation = self.generation
         query = urllib.parse.urlsplit(path).query
         params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
         params.update(urllib.parse.parse_qsl(body, keep_blank_values=True))
         signature = params.pop("Signature", None)
 
         def refuse(status, code, message):
-            with self.lock:
-                self.refused.append((code, dict(params)))
+            self.record(generation, self.refused, (code, dict(params)))
             self.send(handler, status, {"RequestId": secrets.token_hex(8), "HostId": "sts.standin", "Code": code,
                                         "Message": message})
 
@@ -129,8 +138,7 @@ class AliyunSTSStandIn:
         for name in ("RoleArn", "RoleSessionName"):
             if not params.get(name):
                 return refuse(400, "MissingParameter", f"{name} is mandatory for this action.")
-        with self.lock:
-            self.requests.append(dict(params))
+        self.record(generation, self.requests, dict(params))
         if self.delay:
             time.sleep(self.delay)
         if self.mode == "throttle":
@@ -147,8 +155,7 @@ class AliyunSTSStandIn:
         expiration = (datetime.now(timezone.utc) + timedelta(seconds=duration)).strftime("%Y-%m-%dT%H:%M:%SZ")
         credentials = {"SecurityToken": "CAIS" + secrets.token_urlsafe(96), "Expiration": expiration,
                        "AccessKeySecret": secrets.token_urlsafe(30), "AccessKeyId": "STS." + secrets.token_hex(12)}
-        with self.lock:
-            self.minted.append(credentials)
+        self.record(generation, self.minted, credentials)
         account = params["RoleArn"].split(":")[3]
         role = params["RoleArn"].rsplit("/", 1)[-1]
         self.send(handler, 200, {
