@@ -45,7 +45,8 @@ public struct S3StoreConfiguration: Sendable, Equatable, CustomStringConvertible
     public var connectionsPerHost: Int
     /// Sign each chunk of uploaded bodies (`STREAMING-AWS4-HMAC-SHA256-PAYLOAD`), so the backend
     /// verifies every byte it stores; false: `UNSIGNED-PAYLOAD` (integrity then rests on TLS and a
-    /// client's `Content-MD5`).
+    /// client's `Content-MD5`). A body that comes with the client's `Content-MD5` goes unsigned
+    /// either way: the backend checks it against that MD5.
     public var signsPayload: Bool
 
     public init(endpoint: String, region: String = "us-east-1", pathStyle: Bool = true, accessKeyID: String, secretAccessKey: String,

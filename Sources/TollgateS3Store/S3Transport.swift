@@ -287,7 +287,9 @@ final class S3Transport: Sendable {
             payloadHash = Hex.encode(try Crypto.sha256(bytes.readableBytesView))
             request.body = .bytes(bytes)
         case .stream(let body):
-            if configuration.signsPayload, let length = body.length {
+            // A body with the client's Content-MD5 goes unsigned: the backend checks every byte
+            // against that MD5, so hashing it again with SHA-256 (here and there) adds nothing.
+            if configuration.signsPayload, let length = body.length, !call.headers.contains(where: { $0.0 == "content-md5" }) {
                 payloadHash = S3RequestSigner.streamingPayload
                 // RGW takes a body in signed chunks only under `Content-Encoding: aws-chunked` alone
                 // (and keeps it as the object's): the object's own encoding rides in its reserved

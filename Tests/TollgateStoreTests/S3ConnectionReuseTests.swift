@@ -49,7 +49,7 @@ import TollgateS3Store
 }
 
 /// A loopback HTTP/1.1 server that answers every request with 200 and `bodySize` bytes, keeping
-/// the connection open, and counts the connections it accepts.
+/// the connection open, counts the connections it accepts and keeps the heads of the requests.
 final class CountingBackend: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
@@ -58,9 +58,11 @@ final class CountingBackend: Sendable {
 
     final class Counter: Sendable {
         let value = Atomic<Int>(0)
+        let heads = Mutex<[HTTPRequestHead]>([])
     }
 
     var accepted: Int { counter.value.load(ordering: .relaxed) }
+    var requests: [HTTPRequestHead] { counter.heads.withLock { $0 } }
 
     private init(group: MultiThreadedEventLoopGroup, channel: any Channel, counter: Counter) {
         self.group = group
@@ -78,7 +80,7 @@ final class CountingBackend: Sendable {
                 counter.value.add(1, ordering: .relaxed)
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(Answer(bodySize: bodySize))
+                    try channel.pipeline.syncOperations.addHandler(Answer(bodySize: bodySize, counter: counter))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -94,10 +96,15 @@ final class CountingBackend: Sendable {
         typealias InboundIn = HTTPServerRequestPart
         typealias OutboundOut = HTTPServerResponsePart
         let bodySize: Int
+        let counter: Counter
 
-        init(bodySize: Int) { self.bodySize = bodySize }
+        init(bodySize: Int, counter: Counter) {
+            self.bodySize = bodySize
+            self.counter = counter
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if case .head(let head) = unwrapInboundIn(data) { counter.heads.withLock { $0.append(head) } }
             guard case .end = unwrapInboundIn(data) else { return }
             let headers: HTTPHeaders = [
                 "Content-Length": String(bodySize), "ETag": "\"0123456789abcdef0123456789abcdef\"",

@@ -66,3 +66,69 @@ import TollgateSignature
         #expect(!sent.contains { $0.readableBytesView.starts(with: Array("0;".utf8)) })
     }
 }
+
+/// A streamed upload that carries the client's `Content-MD5` goes as it is (`UNSIGNED-PAYLOAD`):
+/// the backend checks every byte against that MD5, so signing each chunk's SHA-256 as well would
+/// cost CPU on both sides and check nothing more. Without one it goes in signed chunks.
+@Suite struct UploadSigningTests {
+    static let size = 256 * 1024  // above `UploadBody.smallBody`: streamed, not gathered
+    static let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+
+    static func stating(_ md5: [UInt8]?) -> WriteOptions {
+        WriteOptions(contentLength: Int64(size), expectedMD5: md5)
+    }
+
+    @Test func aBodyWithTheClientsMD5GoesUnsignedAndOneWithoutInSignedChunks() async throws {
+        let backend = try await CountingBackend.start(bodySize: 0)
+        let store = try S3ObjectStore(configuration: S3StoreConfiguration(
+            endpoint: "http://127.0.0.1:\(backend.port)", accessKeyID: "TESTKEY", secretAccessKey: "test-secret"
+        ))
+        let md5 = try Crypto.md5(Self.bytes)
+        _ = try await store.putObject(bucket: "bucket", key: "plain", body: Chunks(Self.bytes), metadata: ObjectMetadata(), options: Self.stating(nil))
+        _ = try await store.putObject(bucket: "bucket", key: "stated", body: Chunks(Self.bytes), metadata: ObjectMetadata(), options: Self.stating(md5))
+        try await store.close()
+        try await backend.stop()
+
+        let heads = Dictionary(backend.requests.map { (String($0.uri.prefix { $0 != "?" }), $0.headers) }, uniquingKeysWith: { first, _ in first })
+        let plain = try #require(heads["/bucket/plain"])
+        #expect(plain["x-amz-content-sha256"] == ["STREAMING-AWS4-HMAC-SHA256-PAYLOAD"])
+        #expect(plain["content-encoding"] == ["aws-chunked"])
+        #expect(plain["x-amz-decoded-content-length"] == [String(Self.size)])
+        let stated = try #require(heads["/bucket/stated"])
+        #expect(stated["x-amz-content-sha256"] == ["UNSIGNED-PAYLOAD"])
+        #expect(stated["content-md5"] == [Base64.encode(md5)])
+        #expect(stated["content-encoding"].isEmpty && stated["x-amz-decoded-content-length"].isEmpty)
+        #expect(stated["content-length"] == [String(Self.size)])
+        // The MD5 is signed: nobody between the gateway and the backend can swap it.
+        #expect(stated["authorization"].first?.contains("content-md5") == true)
+    }
+
+    /// Against the real backend: a streamed body whose MD5 is not the one stated is refused
+    /// (`badDigest`) and nothing is stored, for an object and for a part; the right one is stored.
+    @Test(.enabled(if: S3TestBackend.current != nil))
+    func theBackendRefusesAStreamedBodyWithAnotherMD5() async throws {
+        let store = try S3TestBackend.current!.store()
+        try await store.createBucket("digests")
+        let wrong = try Crypto.md5(Self.bytes + [0])
+        #expect(await storeError {
+            _ = try await store.putObject(bucket: "digests", key: "k", body: Chunks(Self.bytes), metadata: ObjectMetadata(), options: Self.stating(wrong))
+        } == .badDigest)
+        #expect(await storeError { _ = try await store.headObject(bucket: "digests", key: "k") } == .noSuchKey(bucket: "digests", key: "k"))
+        let upload = try await store.createMultipartUpload(bucket: "digests", key: "m", metadata: ObjectMetadata())
+        #expect(await storeError {
+            _ = try await store.uploadPart(bucket: "digests", key: "m", uploadID: upload.uploadID, partNumber: 1,
+                                           body: Chunks(Self.bytes), options: Self.stating(wrong))
+        } == .badDigest)
+        #expect(try await store.listParts(bucket: "digests", key: "m", uploadID: upload.uploadID, partNumberMarker: 0, maxParts: 1000).parts.isEmpty)
+
+        let right = try Crypto.md5(Self.bytes)
+        let stored = try await store.putObject(bucket: "digests", key: "k", body: Chunks(Self.bytes), metadata: ObjectMetadata(), options: Self.stating(right))
+        #expect(try stored.etag == quotedMD5(Self.bytes))
+        #expect(try await collect(store.getObject(bucket: "digests", key: "k", range: nil).body) == Self.bytes)
+        let part = try await store.uploadPart(bucket: "digests", key: "m", uploadID: upload.uploadID, partNumber: 1,
+                                              body: Chunks(Self.bytes), options: Self.stating(right))
+        #expect(try part.etag == quotedMD5(Self.bytes))
+        try await store.abortMultipartUpload(bucket: "digests", key: "m", uploadID: upload.uploadID)
+        try await store.close()
+    }
+}
