@@ -5,9 +5,12 @@
 #   MEMORY=0 bash bench/rgw.sh …               without the memory run (below)
 #   TOLLGATE_CEPH_DIR=DIR bash bench/rgw.sh …  a running cluster of .ci/ceph/cluster.sh (else one is started)
 #   SIGN_PAYLOAD=0 bash bench/rgw.sh …         the gateway sends uploads UNSIGNED-PAYLOAD (Storage.SignPayload false)
+#   WORKLOADS="put-1m put-1m-md5" bash bench/rgw.sh …   adds PUTs with Content-MD5 (below)
 #
 # Workloads (wrk, 2 threads, CONNECTIONS connections, bench/gateway.lua cycling through presigned
-# SigV4 targets): GET of 1 MiB objects, GET of 4 KiB objects, PUT of 1 MiB bodies. The objects
+# SigV4 targets): GET of 1 MiB objects, GET of 4 KiB objects, PUT of 1 MiB bodies; the opt-in
+# put-1m-md5 is put-1m with each body's Content-MD5, which the gateway forwards and the backend
+# checks, so the gateway sends those bodies unsigned even with SignPayload on. The objects
 # are uploaded once through the gateway, which stores them in RGW; the gateway's targets name
 # them in the gateway's bucket, RGW's the same objects in the backend bucket, so both serve the
 # same bytes (bench/rgw_load.py). Each round runs every workload against RGW directly, then
@@ -66,12 +69,16 @@ run() { # gateway|rgw workload [PUT bytes] -> "objects/s p99 gateway-µs rgw-µs
   echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt") $((g * TICK_US / requests)) $((r * TICK_US / requests)) $((o * TICK_US / requests))"
 }
 run gateway get-4k >/dev/null; run rgw get-4k >/dev/null   # warm-up (connections, caches)
+# The Content-MD5 of bench/gateway.lua's 1 MiB body; put-1m-md5 PUTs to put-1m's targets.
+PUT_MD5=$(python3 -c 'import base64, hashlib; print(base64.b64encode(hashlib.md5(b"0123456789abcdef" * 65536).digest()).decode())')
+for side in rgw gateway; do cp "$WORK/$side-put-1m.txt" "$WORK/$side-put-1m-md5.txt"; done
 echo "rounds $ROUNDS x ${DURATION}s per workload and side, concurrency $CONNECTIONS" >&2
 : > "$WORK/results.txt"
 for round in $(seq "$ROUNDS"); do
   for workload in ${WORKLOADS:-get-1m get-4k put-1m}; do
     for side in rgw gateway; do
       args=(); [ "$workload" = put-1m ] && args=(PUT 1048576)
+      [ "$workload" = put-1m-md5 ] && args=(PUT 1048576 "$PUT_MD5")
       read -r rps p99 g r o < <(run "$side" "$workload" "${args[@]}")
       echo "$round $workload $side $rps $p99 $g $r $o" | tee -a "$WORK/results.txt" >&2
     done
@@ -84,16 +91,16 @@ rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
 data = {}
 for round_, workload, side, rps, p99, gateway, rgw, osd in rows:
     data.setdefault((workload, side), []).append((float(rps), float(gateway), float(rgw), float(osd)))
-sizes = {"get-1m": 1.0, "get-4k": 1 / 256, "put-1m": 1.0}
+sizes = {"get-1m": 1.0, "get-4k": 1 / 256, "put-1m": 1.0, "put-1m-md5": 1.0}
 print(f"{'workload':<8} {'side':<8} {'objects/s':>10} {'MiB/s':>8} {'CPU µs/request: gateway':>24} {'radosgw':>8} {'osd':>8}   (medians over rounds)")
-for workload in ("get-1m", "get-4k", "put-1m"):
+for workload in ("get-1m", "get-4k", "put-1m", "put-1m-md5"):
     for side in ("rgw", "gateway"):
         if (workload, side) not in data: continue
         values = data[(workload, side)]
         med = lambda i: statistics.median(v[i] for v in values)
         print(f"{workload:<8} {side:<8} {med(0):>10.0f} {med(0) * sizes[workload]:>8.1f} {med(1) if side == 'gateway' else 0:>24.0f} {med(2):>8.0f} {med(3):>8.0f}")
 print(f"\nconcurrency {sys.argv[2]}")
-goals = {"get-1m": ("GET 1 MiB", 0.85), "get-4k": ("GET 4 KiB", 0.7), "put-1m": ("PUT 1 MiB", 0.8)}
+goals = {"get-1m": ("GET 1 MiB", 0.85), "get-4k": ("GET 4 KiB", 0.7), "put-1m": ("PUT 1 MiB", 0.8), "put-1m-md5": ("PUT MD5", 0.8)}
 for workload, (name, goal) in goals.items():
     if (workload, "gateway") not in data: continue
     ratios = [g[0] / r[0] for g, r in zip(data[(workload, "gateway")], data[(workload, "rgw")])]
