@@ -136,8 +136,7 @@ run() { # gateway|nginx|nio targets-file [PUT bytes] -> "objects/s p99 server-cp
 }
 
 GW="http://127.0.0.1:$GPORT"; NG="http://127.0.0.1:$NPORT"
-# The Content-MD5 of bench/gateway.lua's 1 MiB body.
-PUT_MD5=$(python3 -c 'import base64, hashlib; print(base64.b64encode(hashlib.md5(b"0123456789abcdef" * 65536).digest()).decode())')
+PUT_MD5=$(gateway_lua_md5 1048576)
 run gateway "$WORK/get-4k.txt" >/dev/null   # warm-up (page cache, connections)
 run nginx "$WORK/get-4k.txt" >/dev/null
 RUNNING=$BIN

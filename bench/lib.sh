@@ -89,3 +89,9 @@ config["Authentication"] = {"Providers": [{"Issuer": f"http://127.0.0.1:{port}",
 json.dump(config, open(path, "w"))
 PY
 }
+
+# The Content-MD5 of the PUT body bench/gateway.lua sends for BYTES (a multiple of 16), for the
+# put-1m-md5 workloads of gateway.sh and rgw.sh.
+gateway_lua_md5() {
+  python3 -c 'import base64, hashlib, sys; print(base64.b64encode(hashlib.md5(b"0123456789abcdef" * (int(sys.argv[1]) // 16)).digest()).decode())' "$1"
+}

@@ -69,8 +69,8 @@ run() { # gateway|rgw workload [PUT bytes] -> "objects/s p99 gateway-µs rgw-µs
   echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt") $((g * TICK_US / requests)) $((r * TICK_US / requests)) $((o * TICK_US / requests))"
 }
 run gateway get-4k >/dev/null; run rgw get-4k >/dev/null   # warm-up (connections, caches)
-# The Content-MD5 of bench/gateway.lua's 1 MiB body; put-1m-md5 PUTs to put-1m's targets.
-PUT_MD5=$(python3 -c 'import base64, hashlib; print(base64.b64encode(hashlib.md5(b"0123456789abcdef" * 65536).digest()).decode())')
+# put-1m-md5 PUTs to put-1m's targets.
+PUT_MD5=$(gateway_lua_md5 1048576)
 for side in rgw gateway; do cp "$WORK/$side-put-1m.txt" "$WORK/$side-put-1m-md5.txt"; done
 echo "rounds $ROUNDS x ${DURATION}s per workload and side, concurrency $CONNECTIONS" >&2
 : > "$WORK/results.txt"
