@@ -181,25 +181,3 @@ extension Dialect {
         }
     }
 }
-
-/// A response body that counts its bytes as they are handed to the connection.
-struct CountedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
-    typealias Element = ByteBuffer
-    let base: Base
-    let counter: Counter
-
-    func makeAsyncIterator() -> Iterator {
-        Iterator(base: base.makeAsyncIterator(), counter: counter)
-    }
-
-    struct Iterator: AsyncIteratorProtocol {
-        var base: Base.AsyncIterator
-        let counter: Counter
-
-        mutating func next() async throws -> ByteBuffer? {
-            guard let buffer = try await base.next() else { return nil }
-            counter.increment(by: Int64(buffer.readableBytes))
-            return buffer
-        }
-    }
-}

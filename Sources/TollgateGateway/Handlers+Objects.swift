@@ -47,7 +47,15 @@ extension Gateway {
                 try await writer.finish(nil)
             }
         } else {
-            body = ResponseBody(asyncSequence: CountedBody(base: read.body, counter: sent))
+            // Parts that arrived together (a remote store's) go out in one write.
+            let batches = read.body.batches
+            body = ResponseBody { writer in
+                for try await batch in batches {
+                    try await writer.write(contentsOf: batch)
+                    sent.increment(by: Int64(batch.reduce(0) { $0 + $1.readableBytes }))
+                }
+                try await writer.finish(nil)
+            }
         }
         return Response(status: answer.status, headers: answer.headers, body: body)
     }

@@ -147,7 +147,7 @@ extension S3ObjectStore {
 
     /// An answer's body: in memory when small (`wholeBody`), else streamed as it arrives.
     static func body(_ reply: S3Reply, length: Int64) async throws -> ObjectBody {
-        guard length <= wholeBody else { return ObjectBody(reply.body) }
+        guard length <= wholeBody else { return reply.body.objectBody }
         do {
             return ObjectBody(try await reply.body.collect(upTo: Int(wholeBody)))
         } catch {

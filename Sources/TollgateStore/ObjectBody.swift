@@ -6,7 +6,8 @@ import NIOCore
 /// in-memory store), which the gateway sends with the response head in one write and which
 /// costs no allocation beyond the buffer; or any sequence a store supplies (`init(_:)` with a
 /// sequence: a remote store's response), type-erased here so that handlers never see a store's
-/// own types; or a body that also offers itself for zero-copy sending (`init(_: ZeroCopyBody)`,
+/// own types (`init(batches:)` when the sequence can hand over every part that has arrived at
+/// once, which a sender then writes at once: `batches`); or a body that also offers itself for zero-copy sending (`init(_: ZeroCopyBody)`,
 /// the local store's larger reads, when `StoreCapabilities.zeroCopyReads`): it iterates as bytes
 /// read in chunks, and a sender that can pass file pages to the kernel uses `zeroCopy` instead.
 public struct ObjectBody: AsyncSequence, Sendable {
@@ -15,6 +16,7 @@ public struct ObjectBody: AsyncSequence, Sendable {
     private enum Source: Sendable {
         case memory(ByteBuffer)
         case stream(@Sendable () -> () async throws -> ByteBuffer?)
+        case batches(@Sendable () -> () async throws -> [ByteBuffer]?)
         case zeroCopy(ZeroCopyBody)
     }
 
@@ -28,6 +30,15 @@ public struct ObjectBody: AsyncSequence, Sendable {
     /// A body produced by `sequence`, which is iterated once per iteration of the body.
     public init<Base: AsyncSequence & Sendable>(_ sequence: Base) where Base.Element == ByteBuffer {
         source = .stream {
+            var iterator = sequence.makeAsyncIterator()
+            return { try await iterator.next() }
+        }
+    }
+
+    /// A body produced by `sequence` in batches: each is every part that had arrived when it was
+    /// asked for (at least one), so that a sender writes them with one system call.
+    public init<Base: AsyncSequence & Sendable>(batches sequence: Base) where Base.Element == [ByteBuffer] {
+        source = .batches {
             var iterator = sequence.makeAsyncIterator()
             return { try await iterator.next() }
         }
@@ -62,8 +73,40 @@ public struct ObjectBody: AsyncSequence, Sendable {
             return AsyncIterator(buffer: buffer.readableBytes > 0 ? buffer : nil, next: nil)
         case .stream(let make):
             return AsyncIterator(buffer: nil, next: make())
+        case .batches(let make):
+            let nextBatch = make()
+            var batch: [ByteBuffer] = []
+            var taken = 0
+            return AsyncIterator(buffer: nil) {
+                while taken == batch.count {
+                    guard let next = try await nextBatch() else { return nil }
+                    (batch, taken) = (next, 0)
+                }
+                defer { taken += 1 }
+                return batch[taken]
+            }
         case .zeroCopy(let body):
             return AsyncIterator(buffer: nil, next: body.makeBytes())
+        }
+    }
+
+    /// The body as batches of parts to write at once: what a batched body's sequence hands over,
+    /// else one part per batch.
+    public var batches: Batches { Batches(body: self) }
+
+    public struct Batches: AsyncSequence, Sendable {
+        public typealias Element = [ByteBuffer]
+        let body: ObjectBody
+
+        public func makeAsyncIterator() -> AsyncIterator {
+            if case .batches(let make) = body.source { return AsyncIterator(next: make()) }
+            var parts = body.makeAsyncIterator()
+            return AsyncIterator { try await parts.next().map { [$0] } }
+        }
+
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            let next: () async throws -> [ByteBuffer]?
+            public mutating func next() async throws -> [ByteBuffer]? { try await next() }
         }
     }
 

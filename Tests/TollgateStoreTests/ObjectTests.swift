@@ -624,6 +624,26 @@ import TollgateCrypto
         #expect(try await string(stream) == "hello", "iterable more than once")
     }
 
+    /// A body made of batches iterates as their parts, in order, and hands the batches over as
+    /// they came; any other body's `batches` are its parts one by one.
+    @Test func batchedBodiesIterateAsPartsAndHandOverTheirBatches() async throws {
+        let parts = ["ab", "", "cde", "f", "gh"].map { ByteBuffer(string: $0) }
+        let batched = ObjectBody(batches: BatchList(batches: [[parts[0], parts[1]], [parts[2]], [], [parts[3], parts[4]]]))
+        #expect(try await string(batched) == "abcdefgh")
+        #expect(try await string(batched) == "abcdefgh", "iterable more than once")
+        var handed: [[String]] = []
+        for try await batch in batched.batches { handed.append(batch.map { String(buffer: $0) }) }
+        #expect(handed == [["ab", ""], ["cde"], [], ["f", "gh"]])
+        var single: [[String]] = []
+        for try await batch in ObjectBody(Chunks(["he", "llo"].map { Array($0.utf8) })).batches {
+            single.append(batch.map { String(buffer: $0) })
+        }
+        #expect(single == [["he"], ["llo"]])
+        var memory: [[String]] = []
+        for try await batch in ObjectBody(ByteBuffer(string: "hello")).batches { memory.append(batch.map { String(buffer: $0) }) }
+        #expect(memory == [["hello"]])
+    }
+
     /// Checksums are rows in SQLite: they survive a restart, for objects, uploads and parts; a
     /// row written before checksums existed (schema v3) reads as having none.
     @Test func checksumsSurviveARestartAndOlderRowsHaveNone() async throws {
@@ -656,5 +676,18 @@ import TollgateCrypto
         let parts = try await store.listParts(bucket: "sums", key: "m", uploadID: upload.uploadID, partNumberMarker: 0, maxParts: 10)
         #expect(parts.upload.checksum == UploadChecksum(algorithm: .crc64nvme, fullObject: true))
         #expect(parts.parts.map(\.checksums) == [sums])
+    }
+}
+
+/// Batches of buffers, handed over as given.
+struct BatchList: AsyncSequence, Sendable {
+    typealias Element = [ByteBuffer]
+    let batches: [[ByteBuffer]]
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(rest: batches[...]) }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var rest: ArraySlice<[ByteBuffer]>
+        mutating func next() async throws -> [ByteBuffer]? { rest.popFirst() }
     }
 }

@@ -688,3 +688,35 @@ func s3BodiesReadAheadBoundedAndLetGoWhenDropped() async throws {
     // Twelve connections left hanging would each hold the pool until the 8 s timeout.
     #expect(ContinuousClock.now - started < .seconds(8))
 }
+
+/// A consumer slower than the backend takes what has arrived in batches of several parts (which
+/// the gateway writes at once), never more than was read ahead, and gets every byte in order.
+@Test(.enabled(if: S3TestBackend.current != nil))
+func s3BodiesHandOverWhatHasArrivedInBatches() async throws {
+    let store = try S3TestBackend.current!.store()
+    defer { Task { try? await store.close() } }
+    try await store.createBucket("batches")
+    let total = 4 * 1024 * 1024 + 5
+    let expected = try StreamingDigest(.md5)
+    for try await chunk in GeneratedBody(total: total, chunkSize: 1 << 20) {
+        try chunk.withUnsafeReadableBytes { try expected.update($0) }
+    }
+    _ = try await store.putObject(bucket: "batches", key: "big", body: GeneratedBody(total: total, chunkSize: 1 << 20),
+                                  metadata: ObjectMetadata(), options: WriteOptions())
+    let read = try await store.getObject(bucket: "batches", key: "big", range: nil)
+    let digest = try StreamingDigest(.md5)
+    var received = 0, largestBatch = 0, mostParts = 0
+    for try await batch in read.body.batches {
+        #expect(!batch.isEmpty)
+        let bytes = batch.reduce(0) { $0 + $1.readableBytes }
+        received += bytes
+        largestBatch = max(largestBatch, bytes)
+        mostParts = max(mostParts, batch.count)
+        for part in batch { try part.withUnsafeReadableBytes { try digest.update($0) } }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    #expect(received == total)
+    #expect(try digest.finalize() == expected.finalize())
+    #expect(mostParts > 1, "parts that arrived while the consumer slept come together")
+    #expect(largestBatch <= ResponsePipe.readAhead + 64 * 1024)
+}
