@@ -6,6 +6,8 @@
 #   TOLLGATE_CEPH_DIR=DIR bash bench/rgw.sh …  a running cluster of .ci/ceph/cluster.sh (else one is started)
 #   SIGN_PAYLOAD=0 bash bench/rgw.sh …         the gateway sends uploads UNSIGNED-PAYLOAD (Storage.SignPayload false)
 #   WORKLOADS="put-1m put-1m-md5" bash bench/rgw.sh …   adds PUTs with Content-MD5 (below)
+#   SYSCALLS=1 bash bench/rgw.sh …             also counts the gateway's write, writev and read
+#                                              system calls per request (perf stat, each gateway run)
 #
 # Workloads (wrk, 2 threads, CONNECTIONS connections, bench/gateway.lua cycling through presigned
 # SigV4 targets): GET of 1 MiB objects, GET of 4 KiB objects, PUT of 1 MiB bodies; the opt-in
@@ -27,6 +29,7 @@ DURATION=${1:-5}
 CONNECTIONS=${2:-16}
 ROUNDS=${3:-3}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+if [ "${SYSCALLS:-0}" = 1 ]; then command -v perf >/dev/null || { apt-get update -qq && apt-get install -y -qq linux-perf >/dev/null; }; fi
 BIN=${TOLLGATE_BIN:-$(bash .ci/build-release.sh)}
 SECRET="bench-root-secret-0123456789abcdefghijklmn"
 KEY_ID="TGBENCHROOT"
@@ -62,10 +65,21 @@ run() { # gateway|rgw workload [PUT bytes] -> "objects/s p99 gateway-µs rgw-µs
   local side=$1 workload=$2; shift 2
   local base=$GW; [ "$side" = rgw ] && base=$RGW_ENDPOINT
   local g r o; g=$(ticks "$PID"); r=$(ticks "$CEPH_RGW_PID"); o=$(ticks "$CEPH_OSD_PID")
+  local counting=""
+  if [ "${SYSCALLS:-0}" = 1 ] && [ "$side" = gateway ]; then
+    perf stat -x, -e syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_read -p "$PID" \
+      -o "$WORK/syscalls.txt" -- sleep "$DURATION" &
+    counting=$!
+  fi
   wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s bench/gateway.lua "$base" -- "$WORK/$side-$workload.txt" "$@" > "$WORK/wrk.txt"
   g=$(( $(ticks "$PID") - g )); r=$(( $(ticks "$CEPH_RGW_PID") - r )); o=$(( $(ticks "$CEPH_OSD_PID") - o ))
   if grep -q "Non-2xx\|Socket errors" "$WORK/wrk.txt"; then echo "errors for $side $workload:" >&2; cat "$WORK/wrk.txt" >&2; exit 1; fi
   local requests; requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
+  if [ -n "$counting" ]; then
+    wait "$counting"
+    awk -F, -v n="$requests" -v w="$workload" '$3 ~ /sys_enter/ { sub(/.*sys_enter_/, "", $3); line = line sprintf(" %s %.1f", $3, $1 / n) }
+      END { print "  gateway system calls per request (" w "):" line }' "$WORK/syscalls.txt" >&2
+  fi
   echo "$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk.txt") $(awk '$1=="99%" {print $2}' "$WORK/wrk.txt") $((g * TICK_US / requests)) $((r * TICK_US / requests)) $((o * TICK_US / requests))"
 }
 run gateway get-4k >/dev/null; run rgw get-4k >/dev/null   # warm-up (connections, caches)

@@ -44,9 +44,9 @@ struct BackendBody: AsyncSequence, Sendable {
         }
     }
 
-    /// The body for the gateway to send: read through a pipe, in batches of every part that has
-    /// arrived, which the gateway writes with one system call (a 1 MiB GET arrives in about 18
-    /// parts, often several at once).
+    /// The body for the gateway to send: read through a pipe, in batches of the parts that have
+    /// arrived (up to `ResponsePipe.batchLimit`), which the gateway writes with one system call
+    /// (a 1 MiB GET arrives in about 18 parts, often several at once).
     var objectBody: ObjectBody {
         switch source {
         case .pipe(let handle): ObjectBody(batches: Batches(pipe: handle))
@@ -215,7 +215,8 @@ final class ResponsePipe: HTTPClientResponseDelegate, Sendable {
         }
     }
 
-    /// Every part that has arrived (at least one, waiting for it if none has), nil at the end.
+    /// Every part that has arrived, up to `batchLimit` (at least one, waiting for it if none
+    /// has), nil at the end.
     func nextBatch() async throws -> [ByteBuffer]? {
         if let taken = state.withLock({ Self.takeAll(&$0) }) { return try taken.get() }
         return try await next().map { [$0] }
@@ -229,12 +230,20 @@ final class ResponsePipe: HTTPClientResponseDelegate, Sendable {
         return Taken(.success(part), resume: resumable(&state))
     }
 
-    /// `take` for every part that has arrived.
+    /// The most bytes one batch takes before its last part: what a consumer holds while it
+    /// writes them, on top of what the pipe reads ahead (the bench's 64 downloads at once).
+    static let batchLimit = 256 * 1024
+
+    /// `take` for every part that has arrived, up to `batchLimit`.
     private static func takeAll(_ state: inout State) -> Taken<[ByteBuffer]?>? {
         guard !state.parts.isEmpty else { return ending(state) }
-        let parts = Array(state.parts)
-        state.parts.removeAll(keepingCapacity: true)
-        state.buffered = 0
+        var parts: [ByteBuffer] = []
+        var taken = 0
+        while taken < batchLimit, let part = state.parts.popFirst() {
+            parts.append(part)
+            taken += part.readableBytes
+        }
+        state.buffered -= taken
         return Taken(.success(parts), resume: resumable(&state))
     }
 
