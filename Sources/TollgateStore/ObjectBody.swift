@@ -6,10 +6,11 @@ import NIOCore
 /// in-memory store), which the gateway sends with the response head in one write and which
 /// costs no allocation beyond the buffer; or any sequence a store supplies (`init(_:)` with a
 /// sequence: a remote store's response), type-erased here so that handlers never see a store's
-/// own types (`init(batches:)` when the sequence can hand over every part that has arrived at
-/// once, which a sender then writes at once: `batches`); or a body that also offers itself for zero-copy sending (`init(_: ZeroCopyBody)`,
-/// the local store's larger reads, when `StoreCapabilities.zeroCopyReads`): it iterates as bytes
-/// read in chunks, and a sender that can pass file pages to the kernel uses `zeroCopy` instead.
+/// own types (with `init(batches:)`, a sequence that hands over the parts that have arrived
+/// together, which a sender writes at once: `batches`); or a body that also offers itself for
+/// zero-copy sending (`init(_: ZeroCopyBody)`, the local store's larger reads, when
+/// `StoreCapabilities.zeroCopyReads`): it iterates as bytes read in chunks, and a sender that can
+/// pass file pages to the kernel uses `zeroCopy` instead.
 public struct ObjectBody: AsyncSequence, Sendable {
     public typealias Element = ByteBuffer
 
@@ -35,7 +36,7 @@ public struct ObjectBody: AsyncSequence, Sendable {
         }
     }
 
-    /// A body produced by `sequence` in batches: each is every part that had arrived when it was
+    /// A body produced by `sequence` in batches: each holds parts that had arrived when it was
     /// asked for (at least one), so that a sender writes them with one system call.
     public init<Base: AsyncSequence & Sendable>(batches sequence: Base) where Base.Element == [ByteBuffer] {
         source = .batches {
