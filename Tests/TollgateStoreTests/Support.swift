@@ -90,6 +90,13 @@ struct GeneratedBody: AsyncSequence, Sendable {
 
     static func byte(at index: Int) -> UInt8 { UInt8(truncatingIfNeeded: (index &* 2_654_435_761) >> 7) }
 
+    /// The body's MD5, hashed as it is generated (never held whole).
+    func md5() async throws -> [UInt8] {
+        let digest = try StreamingDigest(.md5)
+        for try await chunk in self { try chunk.withUnsafeReadableBytes { try digest.update($0) } }
+        return try digest.finalize()
+    }
+
     struct AsyncIterator: AsyncIteratorProtocol {
         let total: Int
         let chunkSize: Int
