@@ -119,7 +119,7 @@ side_ticks() {
 # CPU time (clock ticks, user + system) of a process, and of radosgw and the OSD.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
-run() { # gateway|rgw workload [PUT bytes] -> "objects/s p99 gateway-µs rgw-µs osd-µs"
+run() { # rgw|gateway|proxy workload [PUT bytes] -> "objects/s p99 gateway-or-proxy-µs rgw-µs osd-µs"
   local side=$1 workload=$2; shift 2
   local base=$GW; [ "$side" = rgw ] && base=$RGW_ENDPOINT; [ "$side" = proxy ] && base="http://127.0.0.1:$NPORT"
   local g r o; g=$(side_ticks "$side"); r=$(ticks "$CEPH_RGW_PID"); o=$(ticks "$CEPH_OSD_PID")
