@@ -53,32 +53,16 @@ bench_scratch bench
 FPID=""
 cleanup_more() {
   if [ -n "$FPID" ]; then kill "$FPID" 2>/dev/null || true; wait "$FPID" 2>/dev/null || true; fi
-  if [ -f "$WORK/nginx.pid" ]; then kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true; sleep 0.2; fi
 }
 bench_config "$SECRET" bench   # KEY_ID as above
 NPORT=$(free_port)
 start_server "$BIN"
 
-# nginx: unprivileged config, temp prefix, loopback port, files under $WORK (the same disk).
-mkdir -p "$WORK/nginx-root" "$WORK/nginx-tmp"
-USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
-cat > "$WORK/nginx.conf" <<NGINX
-$USER_LINE
-worker_processes auto;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
+# nginx: files under $WORK (the same disk).
+mkdir -p "$WORK/nginx-root"
+start_nginx auto "  sendfile on;
   tcp_nopush on;
-  keepalive_requests 1000000;
   keepalive_timeout 75s;
-  client_body_temp_path $WORK/nginx-tmp/body;
-  proxy_temp_path $WORK/nginx-tmp/proxy;
-  fastcgi_temp_path $WORK/nginx-tmp/fastcgi;
-  uwsgi_temp_path $WORK/nginx-tmp/uwsgi;
-  scgi_temp_path $WORK/nginx-tmp/scgi;
   default_type application/octet-stream;
   server {
     listen 127.0.0.1:$NPORT;
@@ -89,11 +73,7 @@ http {
       client_max_body_size 4m;
       client_body_buffer_size 2m;
     }
-  }
-}
-NGINX
-nginx -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/nginx-error.log"
-for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$NPORT/" && break; sleep 0.1; done
+  }"
 
 python3 bench/gateway_load.py prepare "$WORK" "http://127.0.0.1:$GPORT" "http://127.0.0.1:$NPORT" "$KEY_ID" "$SECRET"
 sed 's/?.*//' "$WORK/get-4k.txt" > "$WORK/floor-4k.txt"   # unsigned: refused by the gateway

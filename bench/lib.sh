@@ -15,6 +15,7 @@ bench_scratch() {
 bench_cleanup() {
   if declare -F cleanup_more >/dev/null; then cleanup_more; fi
   if [ -n "${JWKS_PID:-}" ]; then kill "$JWKS_PID" 2>/dev/null || true; fi
+  if [ -f "${WORK:-}/nginx.pid" ]; then kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true; sleep 0.2; fi
   stop_server
   [ "${KEEP_WORK:-0}" = 1 ] || { [ -n "${WORK:-}" ] && rm -rf "$WORK"; }
   return 0
@@ -66,6 +67,34 @@ start_server() {
 stop_server() {
   if [ -n "${PID:-}" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
   PID=""
+}
+
+# start_nginx WORKERS HTTP: nginx (installed by the caller) on 127.0.0.1:$NPORT (the caller's
+# free port), unprivileged, its pid, log and temporary files under $WORK, no access log, connections kept;
+# HTTP is the rest of its `http` block (directives and the `server` listening on $NPORT).
+# Stopped on exit. Waits until it answers (5 s at most).
+start_nginx() {
+  mkdir -p "$WORK/nginx-tmp"
+  local user=""; [ "$(id -u)" = 0 ] && user="user root;"
+  cat > "$WORK/nginx.conf" <<NGINX
+$user
+worker_processes $1;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  client_body_temp_path $WORK/nginx-tmp/body;
+  proxy_temp_path $WORK/nginx-tmp/proxy;
+  fastcgi_temp_path $WORK/nginx-tmp/fastcgi;
+  uwsgi_temp_path $WORK/nginx-tmp/uwsgi;
+  scgi_temp_path $WORK/nginx-tmp/scgi;
+$2
+}
+NGINX
+  nginx -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/nginx-error.log"
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$NPORT/" && break; sleep 0.1; done
 }
 
 # bench_jwks: an RS256 login provider for an authenticated bench. Starts bench/jwks_server.py on

@@ -46,7 +46,6 @@ export LOG_LEVEL=${LOG_LEVEL:-warning}
 bench_scratch rgw
 OWN_CLUSTER=""
 cleanup_more() {
-  if [ -f "$WORK/nginx.pid" ]; then kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true; sleep 0.2; fi
   if [ -n "$OWN_CLUSTER" ]; then bash .ci/ceph/cluster.sh stop "$OWN_CLUSTER" >/dev/null 2>&1 || true; fi
 }
 CEPH=${TOLLGATE_CEPH_DIR:-}
@@ -69,23 +68,7 @@ SIDES="rgw gateway"
 if [ "${PROXY:-0}" = 1 ]; then
   SIDES="rgw gateway proxy"
   NPORT=$(free_port)
-  mkdir -p "$WORK/nginx-tmp"
-  USER_LINE=""; [ "$(id -u)" = 0 ] && USER_LINE="user root;"
-  cat > "$WORK/nginx.conf" <<NGINX
-$USER_LINE
-worker_processes 2;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path $WORK/nginx-tmp/body;
-  proxy_temp_path $WORK/nginx-tmp/proxy;
-  fastcgi_temp_path $WORK/nginx-tmp/fastcgi;
-  uwsgi_temp_path $WORK/nginx-tmp/uwsgi;
-  scgi_temp_path $WORK/nginx-tmp/scgi;
-  upstream rgw { server ${RGW_ENDPOINT#http://}; keepalive 64; }
+  start_nginx 2 "  upstream rgw { server ${RGW_ENDPOINT#http://}; keepalive 64; }
   server {
     listen 127.0.0.1:$NPORT;
     client_max_body_size 0;
@@ -98,15 +81,11 @@ http {
     location / {
       proxy_pass http://rgw;
       proxy_http_version 1.1;
-      proxy_set_header Connection "";
+      proxy_set_header Connection \"\";
       # RGW's presigned targets are signed for its own host.
       proxy_set_header Host ${RGW_ENDPOINT#http://};
     }
-  }
-}
-NGINX
-  nginx -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/nginx-error.log"
-  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$NPORT/" && break; sleep 0.1; done
+  }"
   for workload in get-1m get-4k put-1m; do cp "$WORK/rgw-$workload.txt" "$WORK/proxy-$workload.txt"; done
 fi
 # The CPU of the side's own server: the gateway, or nginx's workers.
