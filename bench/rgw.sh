@@ -10,6 +10,8 @@
 #                                              system calls per request (perf stat, each gateway run)
 #   PROXY=1 bash bench/rgw.sh …                adds a third side: nginx as a plain reverse proxy in
 #                                              front of RGW (below)
+#   GC_FLUSH=1 bash bench/rgw.sh …             runs RGW's garbage collection to its end before each
+#                                              side's run (below)
 #
 # Workloads (wrk, 2 threads, CONNECTIONS connections, bench/gateway.lua cycling through presigned
 # SigV4 targets): GET of 1 MiB objects, GET of 4 KiB objects, PUT of 1 MiB bodies; the opt-in
@@ -26,6 +28,10 @@
 # connections, streaming both ways in buffers of 256 KiB like the gateway's batches, 2 workers):
 # what a proxy in C that checks, signs and hashes nothing keeps of RGW on this machine, the
 # ceiling of any gateway here. Its ratio has no goal; its CPU is its workers'.
+# RGW frees an overwritten object's data in its garbage collection, every minute here, whichever
+# side's run that falls in (the PUT workloads overwrite their objects). With GC_FLUSH=1 the script
+# runs it (`radosgw-admin gc process --include-all`) before each side's run, so each run pays only
+# for its own requests' foreground work, the same for both sides.
 # The memory run (MEMORY, default 1): 64 concurrent 100 MiB uploads through the gateway, then 64
 # concurrent downloads of them (MEMORY_CONCURRENCY, MEMORY_MIB), printing the gateway's peak RSS
 # (VmHWM); goal < 200 MiB.
@@ -130,6 +136,7 @@ for round in $(seq "$ROUNDS"); do
     for side in $SIDES; do
       args=(); [ "$workload" = put-1m ] && args=(PUT 1048576)
       [ "$workload" = put-1m-md5 ] && args=(PUT 1048576 "$PUT_MD5")
+      if [ "${GC_FLUSH:-0}" = 1 ]; then radosgw-admin -c "$CEPH_CONF" -n client.rgw gc process --include-all >/dev/null 2>&1; fi
       read -r rps p99 g r o < <(run "$side" "$workload" "${args[@]}")
       echo "$round $workload $side $rps $p99 $g $r $o" | tee -a "$WORK/results.txt" >&2
     done
