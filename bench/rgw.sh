@@ -136,7 +136,9 @@ for round in $(seq "$ROUNDS"); do
     for side in $SIDES; do
       args=(); [ "$workload" = put-1m ] && args=(PUT 1048576)
       [ "$workload" = put-1m-md5 ] && args=(PUT 1048576 "$PUT_MD5")
-      if [ "${GC_FLUSH:-0}" = 1 ]; then radosgw-admin -c "$CEPH_CONF" -n client.rgw gc process --include-all >/dev/null 2>&1; fi
+      if [ "${GC_FLUSH:-0}" = 1 ] && ! radosgw-admin -c "$CEPH_CONF" -n client.rgw gc process --include-all >/dev/null 2>&1; then
+        echo "GC_FLUSH: radosgw-admin gc process failed; this run includes RGW's garbage collection" >&2
+      fi
       read -r rps p99 g r o < <(run "$side" "$workload" "${args[@]}")
       echo "$round $workload $side $rps $p99 $g $r $o" | tee -a "$WORK/results.txt" >&2
     done
