@@ -128,16 +128,24 @@ package final class TokenController: Sendable {
                 }
             }
             parameters.loginToken = parameters.fields["access_token"]
-            // Other schemes (the STS API's AWS4-HMAC-SHA256) are not login tokens.
-            if let authorization = request.headers[.authorization] {
-                let parts = authorization.split(separator: " ", maxSplits: 1)
-                if parts.count == 2, parts[0].lowercased() == "bearer" {
-                    // By bytes: Foundation's trimming goes through UTF-16, and costs more than the rest of issuing.
-                    let token = parts[1].utf8.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
-                    parameters.loginToken = String(Substring(token))
-                }
+            // Other schemes (the STS API's AWS4-HMAC-SHA256) are not login tokens. One field is read
+            // as it is (`headers[name]` joins a copy of every field of the name, even of one).
+            let authorization = request.headers[values: .authorization]
+            if let value = authorization.count == 1 ? authorization[0] : request.headers[.authorization], let token = bearerToken(value) {
+                parameters.loginToken = token
             }
             return parameters
+        }
+
+        /// The token of an `Authorization` value `Bearer <token>` (the scheme in any case, spaces
+        /// or tabs before the token), nil for any other scheme. By bytes: splitting the value as
+        /// a `String` walks it by grapheme clusters, and Foundation's trimming goes through UTF-16.
+        static func bearerToken(_ value: String) -> String? {
+            let scheme = "bearer ".utf8
+            let utf8 = value.utf8
+            guard utf8.count > scheme.count, zip(utf8, scheme).allSatisfy({ $0 | 0x20 == $1 }) else { return nil }
+            let token = utf8.dropFirst(scheme.count).drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+            return token.isEmpty ? nil : String(Substring(token))
         }
     }
 
