@@ -45,10 +45,16 @@ def test_healthz(server):
     assert status == 200 and json.loads(body)["status"] == "ok"
 
 
-def test_logs_name_tokens_but_never_hold_secrets(server):
-    issued = [json.loads(get_json(server.url + "/")[2]) for _ in range(3)]
-    time.sleep(0.3)
-    log = server.output()
+def test_logs_name_tokens_but_never_hold_secrets():
+    """At `debug`, every issue is a `token issued` line; at no level does a secret reach the log."""
+    from conftest import ROOT_SECRET
+    server = Server({"AccessKeySecret": ROOT_SECRET}, env={"LOG_LEVEL": "debug"}).start()
+    try:
+        issued = [json.loads(get_json(server.url + "/")[2]) for _ in range(3)]
+        time.sleep(0.3)
+        log = server.output()
+    finally:
+        server.cleanup()
     for credentials in issued:
         lines = [line for line in log.splitlines() if credentials["AccessKeyId"] in line]
         assert len(lines) == 1 and "token issued" in lines[0]
@@ -56,8 +62,20 @@ def test_logs_name_tokens_but_never_hold_secrets(server):
         assert credentials["AccessKeySecret"] not in log
         for part in credentials["SecurityToken"].split(".")[2:]:
             assert part not in log
-    from conftest import ROOT_SECRET
     assert ROOT_SECRET not in log
+
+
+def test_issues_are_recorded_in_the_audit_file_not_logged_at_info(server):
+    """At the default level the audit file is the one record of an issue: no log line repeats it."""
+    issued = json.loads(get_json(server.url + "/")[2])
+    deadline = time.monotonic() + 5
+    audit = server.dir / "data" / "token-audit.jsonl"
+    while time.monotonic() < deadline and not (audit.exists() and issued["AccessKeyId"] in audit.read_text()):
+        time.sleep(0.05)
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [r["role"] for r in records if r["access_key_id"] == issued["AccessKeyId"]] == ["default"]
+    time.sleep(0.1)
+    assert issued["AccessKeyId"] not in server.output()
 
 
 def test_token_inspect_and_tamper(server):

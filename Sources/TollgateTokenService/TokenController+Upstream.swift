@@ -123,7 +123,7 @@ package extension TokenController {
         let expiration = WireDate.iso8601(credentials.expiration)
         (vended.reused ? vendor.metrics.reused : vendor.metrics.fetched).increment()
         metrics.issued[decision.role].increment()
-        context.logger.info("token issued", metadata: [
+        context.logger.log(level: issuedLogLevel, "token issued", metadata: [
             "token.subject": .string(decision.subject ?? "-"), "token.issuer": .string(decision.issuer ?? "-"),
             "token.role": .string(decision.role), "token.access_key_id": .string(credentials.accessKeyId),
             "token.expiration": .string(expiration), "token.via": .string(via), "token.upstream": .string(settings.name),

@@ -236,12 +236,13 @@ package final class TokenController: Sendable {
         return TokenJSON.response(.ok, TokenJSON.credentials(issued, expiration: expiration))
     }
 
-    /// The audit line of every issue (never a token or a secret), its record in the audit file,
-    /// and the counter by role.
+    /// The record of every issue in the audit file, the `token issued` log line (never a token
+    /// or a secret), and the counter by role.
     func logIssued(_ issued: IssuedCredentials, issuer: String?, expiration: String? = nil, context: TollgateRequestContext, via: String) {
         let expiration = expiration ?? WireDate.iso8601(issued.claims.expiresAt)
         let clientAddress = context.clientAddress
-        context.logger.info(
+        context.logger.log(
+            level: issuedLogLevel,
             "token issued",
             metadata: [
                 "token.subject": .string(issued.claims.subject ?? "-"),
@@ -259,6 +260,11 @@ package final class TokenController: Sendable {
         ))
         metrics.issued[issued.claims.role].increment()
     }
+
+    /// The level of the `token issued` line: the audit file records every issue, so the line only
+    /// repeats it, at `debug` (issuing is the hot path, and the line cost more than minting);
+    /// without an audit file (tests, embedders) it is the record, at `info`.
+    var issuedLogLevel: Logger.Level { audit == nil ? .info : .debug }
 
     /// POSTs the presented token to the app's login webhook.
     static func post(_ url: String, _ body: [UInt8], _ timeoutMilliseconds: Int) async throws -> (status: Int, body: [UInt8]) {

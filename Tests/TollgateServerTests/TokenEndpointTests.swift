@@ -87,6 +87,29 @@ func tokenShape(path: String, method: HTTPRequest.Method) async throws {
     }
 }
 
+/// With the audit file on (as `tollgate serve` always has it), the file is the record of an issue
+/// and the `token issued` line repeats it at `debug` only; without one the line is the record, at `info`.
+@Test(arguments: [true, false])
+func issuedLineLevelFollowsTheAuditFile(audited: Bool) async throws {
+    let fixture = try Fixture()
+    defer { fixture.remove() }
+    var state = fixture.state
+    let audit = TokenAuditLog(dataDirectory: fixture.directory, logger: Logger(label: "test"), pool: .singleton)
+    if audited { state.tokenAudit = audit }
+    let log = CapturedLog()
+    let body = try await Application(router: buildTokenRouter(state: state), logger: log.logger()).test(.router) { client in
+        try await client.execute(uri: "/", method: .get) { String(buffer: $0.body) }
+    }
+    let json = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+    let accessKeyId = try #require(json["AccessKeyId"] as? String)
+    let lines = log.all.filter { $0.contains("token issued") }
+    #expect(lines.count == 1 && lines[0].contains(accessKeyId))
+    #expect(lines.first?.hasPrefix(audited ? "debug token issued" : "info token issued") == true, "\(lines)")
+    audit.flush()
+    let recorded = (try? String(contentsOfFile: audit.path, encoding: .utf8)) ?? ""
+    #expect(recorded.contains(accessKeyId) == audited)
+}
+
 @Test func issuedTokensAreLoggedWithoutSecrets() async throws {
     let fixture = try Fixture()
     defer { fixture.remove() }
