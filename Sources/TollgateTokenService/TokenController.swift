@@ -141,10 +141,12 @@ package final class TokenController: Sendable {
         /// or tabs before the token), nil for any other scheme. By bytes: splitting the value as
         /// a `String` walks it by grapheme clusters, and Foundation's trimming goes through UTF-16.
         static func bearerToken(_ value: String) -> String? {
-            let scheme = "bearer ".utf8
+            let scheme = "bearer".utf8
             let utf8 = value.utf8
-            guard utf8.count > scheme.count, zip(utf8, scheme).allSatisfy({ $0 | 0x20 == $1 }) else { return nil }
-            let token = utf8.dropFirst(scheme.count).drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+            // `| 0x20` lowercases the scheme's letters (and maps no other byte onto one of them).
+            guard utf8.count > scheme.count + 1, zip(utf8, scheme).allSatisfy({ $0 | 0x20 == $1 }),
+                  utf8[utf8.index(utf8.startIndex, offsetBy: scheme.count)] == UInt8(ascii: " ") else { return nil }
+            let token = utf8.dropFirst(scheme.count + 1).drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
             return token.isEmpty ? nil : String(Substring(token))
         }
     }

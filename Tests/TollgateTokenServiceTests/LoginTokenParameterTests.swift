@@ -16,6 +16,8 @@ struct LoginTokenParameterTests {
         ("Bearer", nil),
         ("Bearerabc", nil),
         ("Bearer\tabc", nil),
+        ("Bearer\u{0}abc", nil),
+        ("Bearer@abc", nil),
         ("Bearex abc", nil),
         ("Basic dXNlcjpwYXNz", nil),
         ("AWS4-HMAC-SHA256 Credential=AKID/20261130/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=00", nil),
