@@ -121,6 +121,19 @@ class Server:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def audit_records(self, *access_key_ids: str, timeout: float = 5) -> dict:
+        """The token audit file's records (`data/token-audit.jsonl`, the record of every issue),
+        by access key id, once it holds every one of `access_key_ids` (the writer appends within
+        moments of an issue) or `timeout` has passed."""
+        path = self.dir / "data" / "token-audit.jsonl"
+        deadline = time.monotonic() + timeout
+        while True:
+            text = path.read_text() if path.exists() else ""
+            records = {r["access_key_id"]: r for r in map(json.loads, text.splitlines())}
+            if all(key in records for key in access_key_ids) or time.monotonic() > deadline:
+                return records
+            time.sleep(0.05)
+
     def cli(self, *args, check=False, input=None):
         return subprocess.run([binary(), *args], cwd=self.dir, capture_output=True, text=True,
                               check=check, input=input, timeout=60, env={**os.environ, **self.env})

@@ -97,9 +97,12 @@ def test_forwarding_headers_from_an_untrusted_peer_change_nothing(direct):
     secure = forwarding_client(direct, "secure", {"X-Forwarded-Proto": "https", "Forwarded": "for=203.0.113.7;proto=https"})
     assert put(secure, direct.bucket, "secure/report") == ("AccessDenied", 403)
     # The rate limit is per peer: a different X-Forwarded-For on each request does not escape it.
-    statuses = [requests.get(direct.url + "/", headers={"X-Forwarded-For": f"203.0.113.{n}"}, timeout=10).status_code
-                for n in range(1, 4)]
-    assert statuses == [200, 200, 429]
+    answers = [requests.get(direct.url + "/", headers={"X-Forwarded-For": f"203.0.113.{n}"}, timeout=10)
+               for n in range(1, 4)]
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    keys = [a.json()["AccessKeyId"] for a in answers[:2]]
+    records = direct.audit_records(*keys)
+    assert [records[key]["client_address"] for key in keys] == ["127.0.0.1", "127.0.0.1"]
     time.sleep(0.3)
     assert "client.address=203.0.113." not in direct.output()
 
@@ -117,7 +120,7 @@ def test_forwarded_proto_https_is_secure_transport(behind_proxy, headers, allowe
     assert put(client, behind_proxy.bucket, "secure/report") == (None if allowed else ("AccessDenied", 403))
 
 
-def test_rate_limits_and_logs_count_the_forwarded_client(behind_proxy):
+def test_rate_limits_audit_and_logs_count_the_forwarded_client(behind_proxy):
     def vend(client: str) -> requests.Response:
         return requests.get(behind_proxy.url + "/", headers={"X-Forwarded-For": client}, timeout=10)
 
@@ -126,8 +129,9 @@ def test_rate_limits_and_logs_count_the_forwarded_client(behind_proxy):
     # Another client behind the same proxy has its own bucket.
     other = vend("203.0.113.51")
     assert other.status_code == 200
+    keys = [first[0].json()["AccessKeyId"], first[1].json()["AccessKeyId"], other.json()["AccessKeyId"]]
+    records = behind_proxy.audit_records(*keys)
+    assert [records[key]["client_address"] for key in keys] == ["203.0.113.50", "203.0.113.50", "203.0.113.51"]
     time.sleep(0.3)
-    log = behind_proxy.output().splitlines()
-    issued = next(line for line in log if first[0].json()["AccessKeyId"] in line)
-    assert "client.address=203.0.113.50" in issued
-    assert any("client.address=203.0.113.51" in line and other.json()["AccessKeyId"] in line for line in log)
+    refused = [line for line in behind_proxy.output().splitlines() if "token request refused" in line]
+    assert any("client.address=203.0.113.50" in line for line in refused), refused
