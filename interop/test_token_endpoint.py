@@ -11,7 +11,7 @@ import botocore.config
 import botocore.exceptions
 import pytest
 
-from conftest import ROOT, Server, get_json
+from conftest import ROOT, ROOT_SECRET, Server, get_json
 
 SHAPE = re.compile(
     r'^\{"StatusCode":200,"AccessKeyId":"STS\.[A-Za-z0-9]{24}","AccessKeySecret":"[A-Za-z0-9_-]{40,}",'
@@ -47,7 +47,6 @@ def test_healthz(server):
 
 def test_logs_name_tokens_but_never_hold_secrets():
     """At `debug`, every issue is a `token issued` line; at no level does a secret reach the log."""
-    from conftest import ROOT_SECRET
     server = Server({"AccessKeySecret": ROOT_SECRET}, env={"LOG_LEVEL": "debug"}).start()
     try:
         issued = [json.loads(get_json(server.url + "/")[2]) for _ in range(3)]

@@ -130,8 +130,9 @@ package final class TokenController: Sendable {
             parameters.loginToken = parameters.fields["access_token"]
             // Other schemes (the STS API's AWS4-HMAC-SHA256) are not login tokens. One field is read
             // as it is (`headers[name]` joins a copy of every field of the name, even of one).
-            let authorization = request.headers[values: .authorization]
-            if let value = authorization.count == 1 ? authorization[0] : request.headers[.authorization], let token = bearerToken(value) {
+            let fields = request.headers[values: .authorization]
+            let authorization = fields.count == 1 ? fields[0] : fields.isEmpty ? nil : fields.joined(separator: ", ")
+            if let authorization, let token = bearerToken(authorization) {
                 parameters.loginToken = token
             }
             return parameters
